@@ -1,0 +1,72 @@
+#!/usr/bin/env node
+// Command line entry: parse flags, load the config, start, stop on SIGTERM/SIGINT.
+import { parseArgs } from 'node:util'
+import { readFileSync } from 'node:fs'
+import { loadConfig, startSidecar, ConfigError } from '../src/index.js'
+import { describeConfig } from '../src/config.js'
+
+const HELP = `transfer-sidecar — takes file transfer jobs from PHP and streams them to WebHDFS, httpd/WebDAV or a local store
+
+Usage: transfer-sidecar [--config FILE] [--check-config]
+
+Options:
+  -c, --config FILE   JSON config file (default: $SIDECAR_CONFIG; without either, the embedded
+                      default: 127.0.0.1:8765 and a unix socket in the state dir, a "local" file target)
+      --check-config  validate the config, print it (token hidden) and exit
+  -h, --help          show this help
+  -v, --version       print the version
+
+Environment:
+  SIDECAR_CONFIG      path of the JSON config file
+  STATE_DIRECTORY     state dir when the config names none (systemd sets it);
+                      otherwise $XDG_STATE_HOME/transfer-sidecar or ~/.local/state/transfer-sidecar
+
+Signals: SIGTERM/SIGINT stop accepting, give running transfers shutdownGraceMs, leave the rest queued.
+Docs: README.md (config reference, API, error codes).`
+
+let args
+try {
+  args = parseArgs({
+    options: {
+      config: { type: 'string', short: 'c' },
+      'check-config': { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+      version: { type: 'boolean', short: 'v' }
+    }
+  }).values
+} catch (err) {
+  console.error(`${err.message}\n\n${HELP}`)
+  process.exit(2)
+}
+
+if (args.help) {
+  console.log(HELP)
+  process.exit(0)
+}
+if (args.version) {
+  console.log(JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version)
+  process.exit(0)
+}
+
+let config
+try {
+  config = loadConfig({ file: args.config ?? process.env.SIDECAR_CONFIG })
+} catch (err) {
+  if (!(err instanceof ConfigError)) throw err
+  console.error(err.message)
+  process.exit(2)
+}
+if (args['check-config']) {
+  console.log(JSON.stringify(describeConfig(config), null, 2))
+  process.exit(0)
+}
+
+const sidecar = await startSidecar(config)
+for (const signal of ['SIGTERM', 'SIGINT']) {
+  process.once(signal, () => {
+    sidecar.stop().then(() => process.exit(0), (err) => {
+      sidecar.logger.fatal({ err }, 'shutdown failed')
+      process.exit(1)
+    })
+  })
+}

@@ -1,0 +1,74 @@
+// Local directory backend: the store of the built-in `local` target, and a reference for the contract.
+import fs from 'node:fs/promises'
+import { createReadStream, createWriteStream } from 'node:fs'
+import path from 'node:path'
+import { finished } from 'node:stream/promises'
+import { RemoteExistsError, RemoteNotFoundError } from '../errors.js'
+import { syncDir } from '../store.js'
+
+const CHUNK = 1 << 20
+
+export function createFileBackend (target) {
+  const root = target.dir
+  const full = (remote) => path.join(root, remote)
+
+  return {
+    type: 'file',
+
+    async stat (remote) {
+      try {
+        const s = await fs.stat(full(remote))
+        return { size: s.size, type: s.isDirectory() ? 'dir' : 'file' }
+      } catch (err) {
+        if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return null
+        throw err
+      }
+    },
+
+    async openRead (remote, { offset = 0 } = {}) {
+      let handle
+      try {
+        handle = await fs.open(full(remote), 'r')
+      } catch (err) {
+        if (err.code === 'ENOENT' || err.code === 'ENOTDIR') throw new RemoteNotFoundError(`${remote} does not exist`)
+        throw err
+      }
+      const { size } = await handle.stat()
+      return { stream: createReadStream(null, { fd: handle, start: offset, highWaterMark: CHUNK }), size }
+    },
+
+    async openWrite (remote) {
+      const file = full(remote)
+      await fs.mkdir(path.dirname(file), { recursive: true })
+      const handle = await fs.open(file, 'w', 0o640)
+      // The stream owns the handle: it fsyncs (flush) and closes it when it ends or is destroyed.
+      const stream = createWriteStream(null, { fd: handle, highWaterMark: CHUNK, flush: true })
+      const done = finished(stream)
+      return { stream, done }
+    },
+
+    async publish (tmp, remote, { overwrite } = {}) {
+      const from = full(tmp)
+      const to = full(remote)
+      if (overwrite) {
+        await fs.rename(from, to)
+      } else {
+        // link() fails if the name exists, so two jobs cannot both publish without overwrite.
+        try {
+          await fs.link(from, to)
+        } catch (err) {
+          if (err.code === 'EEXIST') throw new RemoteExistsError(`${remote} exists and overwrite is false`)
+          throw err
+        }
+        await fs.unlink(from)
+      }
+      await syncDir(path.dirname(to))
+    },
+
+    async remove (remote) {
+      await fs.rm(full(remote), { force: true })
+    },
+
+    async close () {}
+  }
+}

@@ -1,0 +1,50 @@
+// Small helpers shared by the HTTP-speaking backends (webhdfs, http).
+import { request } from 'undici'
+import {
+  RemoteNotFoundError, RemoteExistsError, PermissionDeniedError, RemoteRejectedError, RemoteUnavailableError
+} from '../errors.js'
+
+const ERROR_BODY_LIMIT = 64 * 1024
+
+export function send (url, { dispatcher, signal, method = 'GET', headers, body }) {
+  return request(url, { method, headers, body, dispatcher, signal })
+}
+
+// Reads a small body (error documents, JSON answers) with a hard cap; the rest is discarded.
+export async function readSmall (body, limit = ERROR_BODY_LIMIT) {
+  const chunks = []
+  let size = 0
+  for await (const chunk of body) {
+    if (size < limit) chunks.push(chunk.subarray(0, limit - size))
+    size += chunk.length
+  }
+  return Buffer.concat(chunks).toString('utf8')
+}
+
+export async function readJson (res) {
+  const text = await readSmall(res.body)
+  try {
+    return JSON.parse(text)
+  } catch {
+    throw new RemoteRejectedError(`expected JSON from the server, got ${JSON.stringify(text.slice(0, 200))}`)
+  }
+}
+
+export function firstLine (text, max = 500) {
+  const line = String(text ?? '').split('\n')[0].trim()
+  return line.length > max ? line.slice(0, max) + '…' : line
+}
+
+// Maps a failed HTTP status to a job error; `details` keeps what the server said.
+export function statusError (status, message, details = {}) {
+  const d = { status, ...details }
+  if (status === 404 || status === 410) return new RemoteNotFoundError(message, { details: d })
+  if (status === 401 || status === 403) return new PermissionDeniedError(message, { details: d })
+  if (status === 412) return new RemoteExistsError(message, { details: d })
+  if (status >= 500 || status === 408 || status === 429) return new RemoteUnavailableError(message, { details: d })
+  return new RemoteRejectedError(message, { details: d })
+}
+
+export function encodePath (p) {
+  return p.split('/').map(encodeURIComponent).join('/')
+}

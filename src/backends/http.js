@@ -1,0 +1,86 @@
+// HTTP/WebDAV backend (Apache httpd mod_dav and alike): PUT and GET, MKCOL for missing
+// collections, atomic publish by WebDAV MOVE with an Overwrite header.
+import { PassThrough } from 'node:stream'
+import { send, readSmall, firstLine, statusError, encodePath } from './http-util.js'
+
+export function createHttpBackend (target, { dispatcher }) {
+  const base = new URL(target.url)
+  const knownCollections = new Set() // collections we created or saw; PUT 409 clears it
+
+  const urlFor = (remote) => new URL(encodePath(remote.slice(1)), base)
+
+  async function fail (res, what) {
+    const text = await readSmall(res.body)
+    return statusError(res.statusCode, `${what}: HTTP ${res.statusCode} ${firstLine(text.replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ')) || ''}`.trim())
+  }
+
+  async function ensureCollections (remote, signal) {
+    const parts = remote.split('/').slice(1, -1)
+    let dir = ''
+    for (const part of parts) {
+      dir += '/' + part
+      if (knownCollections.has(dir)) continue
+      const res = await send(new URL(encodePath(dir.slice(1)) + '/', base), { method: 'MKCOL', dispatcher, signal })
+      // 201 created; 405 means it already exists.
+      if (res.statusCode !== 201 && res.statusCode !== 405) throw await fail(res, `MKCOL ${dir}/`)
+      await res.body.dump()
+      if (knownCollections.size > 10000) knownCollections.clear()
+      knownCollections.add(dir)
+    }
+  }
+
+  return {
+    type: 'http',
+    atomic: target.atomic,
+
+    async stat (remote, { signal } = {}) {
+      const res = await send(urlFor(remote), { method: 'HEAD', dispatcher, signal })
+      await res.body.dump()
+      if (res.statusCode === 404) return null
+      if (res.statusCode >= 300) throw statusError(res.statusCode, `HEAD ${remote}: HTTP ${res.statusCode}`)
+      const length = res.headers['content-length']
+      return { size: length === undefined ? null : Number(length), type: 'file' }
+    },
+
+    async openRead (remote, { offset = 0, signal } = {}) {
+      const headers = offset ? { range: `bytes=${offset}-` } : {}
+      const res = await send(urlFor(remote), { headers, dispatcher, signal })
+      if (res.statusCode !== (offset ? 206 : 200)) throw await fail(res, `GET ${remote}`)
+      const length = res.headers['content-length']
+      return { stream: res.body, size: length === undefined ? null : offset + Number(length) }
+    },
+
+    async openWrite (remote, { size, signal } = {}) {
+      await ensureCollections(remote, signal)
+      const body = new PassThrough({ highWaterMark: 1 << 20 })
+      const headers = { 'content-type': 'application/octet-stream' }
+      if (size !== undefined) headers['content-length'] = String(size)
+      const done = send(urlFor(remote), { method: 'PUT', body, headers, dispatcher, signal }).then(async (res) => {
+        if (res.statusCode === 409) knownCollections.clear() // a collection vanished under us
+        if (res.statusCode < 200 || res.statusCode >= 300) throw await fail(res, `PUT ${remote}`)
+        await res.body.dump()
+      })
+      done.catch((err) => body.destroy(err))
+      return { stream: body, done }
+    },
+
+    async publish (tmp, remote, { overwrite, signal } = {}) {
+      const res = await send(urlFor(tmp), {
+        method: 'MOVE',
+        headers: { destination: urlFor(remote).href, overwrite: overwrite ? 'T' : 'F' },
+        dispatcher,
+        signal
+      })
+      if (res.statusCode !== 201 && res.statusCode !== 204) throw await fail(res, `MOVE to ${remote}`)
+      await res.body.dump()
+    },
+
+    async remove (remote, { signal } = {}) {
+      const res = await send(urlFor(remote), { method: 'DELETE', dispatcher, signal })
+      await res.body.dump()
+      if (res.statusCode >= 300 && res.statusCode !== 404) throw statusError(res.statusCode, `DELETE ${remote}: HTTP ${res.statusCode}`)
+    },
+
+    async close () {}
+  }
+}

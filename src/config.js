@@ -1,0 +1,255 @@
+// The whole configuration is read and validated once at start-up, defaults filled in, then frozen.
+// Every message names the offending field and says what is expected.
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import net from 'node:net'
+
+export class ConfigError extends Error {
+  constructor (field, message) {
+    super(`config: ${field}: ${message}`)
+    this.name = 'ConfigError'
+    this.field = field
+  }
+}
+
+const TARGET_NAME = /^[A-Za-z0-9_.-]{1,64}$/
+const KNOWN_TOP = new Set(['listen', 'stateDir', 'roots', 'token', 'socketMode', 'socketGroup', 'targets',
+  'queue', 'retry', 'timeouts', 'shutdownGraceMs', 'logLevel'])
+const TARGET_COMMON = ['type', 'concurrency', 'retry', 'timeouts']
+const TARGET_KEYS = {
+  webhdfs: [...TARGET_COMMON, 'namenodes', 'user', 'base'],
+  http: [...TARGET_COMMON, 'url', 'atomic'],
+  file: [...TARGET_COMMON, 'dir']
+}
+
+export const DEFAULTS = Object.freeze({
+  port: 8765,
+  socketMode: '0660',
+  queue: { limit: 10000, retentionSeconds: 86400 },
+  retry: { attempts: 5, baseDelayMs: 1000, maxDelayMs: 60000 },
+  timeouts: { connectMs: 10000, idleMs: 60000 },
+  concurrency: 4,
+  shutdownGraceMs: 10000,
+  logLevel: 'info'
+})
+
+// The state directory when neither the config nor systemd (STATE_DIRECTORY) names one.
+export function defaultStateDir (env = process.env) {
+  if (env.STATE_DIRECTORY) return env.STATE_DIRECTORY.split(':')[0]
+  const base = env.XDG_STATE_HOME || path.join(os.homedir(), '.local', 'state')
+  return path.join(base, 'transfer-sidecar')
+}
+
+// The embedded default: loopback TCP, a unix socket and a `local` file target, all under stateDir.
+export function embeddedConfig (env = process.env) {
+  const stateDir = defaultStateDir(env)
+  return {
+    listen: [`127.0.0.1:${DEFAULTS.port}`, `unix:${path.join(stateDir, 'sidecar.sock')}`],
+    stateDir,
+    roots: [path.join(stateDir, 'files')],
+    token: null,
+    targets: { local: { type: 'file', dir: path.join(stateDir, 'store') } }
+  }
+}
+
+export function loadConfig ({ file, env = process.env } = {}) {
+  if (!file) {
+    const raw = embeddedConfig(env)
+    for (const dir of [raw.stateDir, ...raw.roots]) fs.mkdirSync(dir, { recursive: true, mode: 0o750 })
+    return validateConfig(raw)
+  }
+  let text
+  try {
+    text = fs.readFileSync(file, 'utf8')
+  } catch (err) {
+    throw new ConfigError(file, `cannot read config file (${err.code})`)
+  }
+  let raw
+  try {
+    raw = JSON.parse(text)
+  } catch (err) {
+    throw new ConfigError(file, `not valid JSON: ${err.message}`)
+  }
+  return validateConfig(raw, { env })
+}
+
+function isObject (v) { return v !== null && typeof v === 'object' && !Array.isArray(v) }
+
+function checkKeys (obj, allowed, where) {
+  for (const key of Object.keys(obj)) {
+    if (!allowed.includes(key)) throw new ConfigError(`${where}${key}`, `unknown key (allowed: ${allowed.join(', ')})`)
+  }
+}
+
+function int (value, field, { min = 0, max = Number.MAX_SAFE_INTEGER, fallback }) {
+  if (value === undefined) return fallback
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigError(field, `must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`)
+  }
+  return value
+}
+
+function absDir (value, field) {
+  if (typeof value !== 'string' || !path.isAbsolute(value) || value.includes('\0')) {
+    throw new ConfigError(field, `must be an absolute path, got ${JSON.stringify(value)}`)
+  }
+  return path.resolve(value)
+}
+
+function realDir (value, field, { create = false } = {}) {
+  const dir = absDir(value, field)
+  try {
+    if (create) fs.mkdirSync(dir, { recursive: true, mode: 0o750 })
+    const real = fs.realpathSync(dir)
+    if (!fs.statSync(real).isDirectory()) throw new ConfigError(field, `${dir} is not a directory`)
+    return real
+  } catch (err) {
+    if (err instanceof ConfigError) throw err
+    throw new ConfigError(field, `${dir} is not usable (${err.code}); create it or fix the path`)
+  }
+}
+
+function section (value, field, spec) {
+  if (value === undefined) return { ...spec }
+  if (!isObject(value)) throw new ConfigError(field, 'must be an object')
+  checkKeys(value, Object.keys(spec), `${field}.`)
+  const out = {}
+  for (const [key, fallback] of Object.entries(spec)) {
+    out[key] = int(value[key], `${field}.${key}`, { min: 0, fallback })
+  }
+  return out
+}
+
+export function isLoopbackHost (host) {
+  if (host === 'localhost') return true
+  if (net.isIPv4(host)) return host.startsWith('127.')
+  if (net.isIPv6(host)) return host === '::1'
+  return false
+}
+
+function parseListen (entry, field, hasToken) {
+  if (typeof entry !== 'string') throw new ConfigError(field, 'must be a string like "127.0.0.1:8765" or "unix:/path/sidecar.sock"')
+  if (entry.startsWith('unix:')) return { type: 'unix', path: absDir(entry.slice(5), field) }
+  const m = /^(?:\[([0-9a-fA-F:]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(entry)
+  if (!m) throw new ConfigError(field, `cannot parse ${JSON.stringify(entry)}; use "host:port", "[::1]:port" or "unix:/path"`)
+  const host = m[1] ?? m[2]
+  const port = Number(m[3])
+  if (port > 65535) throw new ConfigError(field, `port ${port} is out of range`)
+  if (!isLoopbackHost(host) && !hasToken) {
+    throw new ConfigError(field, `refusing to listen on non-loopback address ${host} without a token; set "token" or listen on 127.0.0.1`)
+  }
+  return { type: 'tcp', host, port }
+}
+
+function httpUrl (value, field) {
+  let url
+  try {
+    url = new URL(value)
+  } catch {
+    throw new ConfigError(field, `must be an http(s) URL, got ${JSON.stringify(value)}`)
+  }
+  if (!['http:', 'https:'].includes(url.protocol)) throw new ConfigError(field, `must use http or https, got ${url.protocol}`)
+  if (url.username || url.password) throw new ConfigError(field, 'must not carry credentials in the URL')
+  if (url.search || url.hash) throw new ConfigError(field, 'must not have a query or fragment')
+  return url
+}
+
+function validateTarget (name, t, top) {
+  const field = `targets.${name}`
+  if (!TARGET_NAME.test(name)) throw new ConfigError(field, 'target names may use letters, digits, "_", "-" and "." (1–64)')
+  if (!isObject(t)) throw new ConfigError(field, 'must be an object')
+  if (!Object.hasOwn(TARGET_KEYS, t.type)) throw new ConfigError(`${field}.type`, `must be one of ${Object.keys(TARGET_KEYS).join(', ')}, got ${JSON.stringify(t.type)}`)
+  checkKeys(t, TARGET_KEYS[t.type], `${field}.`)
+  const out = {
+    name,
+    type: t.type,
+    concurrency: int(t.concurrency, `${field}.concurrency`, { min: 1, max: 1024, fallback: DEFAULTS.concurrency }),
+    retry: section(t.retry, `${field}.retry`, top.retry),
+    timeouts: section(t.timeouts, `${field}.timeouts`, top.timeouts)
+  }
+  if (t.type === 'webhdfs') {
+    if (!Array.isArray(t.namenodes) || t.namenodes.length === 0) throw new ConfigError(`${field}.namenodes`, 'must be a non-empty array of namenode HTTP URLs, e.g. ["http://nn1:9870"]')
+    out.namenodes = t.namenodes.map((u, i) => {
+      const url = httpUrl(u, `${field}.namenodes[${i}]`)
+      if (url.pathname !== '/') throw new ConfigError(`${field}.namenodes[${i}]`, 'give only scheme, host and port; /webhdfs/v1 is added')
+      return url.origin
+    })
+    if (t.user !== undefined && (typeof t.user !== 'string' || !/^[A-Za-z0-9_.@-]{1,128}$/.test(t.user))) throw new ConfigError(`${field}.user`, 'must be a user name')
+    out.user = t.user ?? null
+    out.base = remoteBase(t.base ?? '/', `${field}.base`)
+  } else if (t.type === 'http') {
+    const url = httpUrl(t.url, `${field}.url`)
+    if (!url.pathname.endsWith('/')) url.pathname += '/'
+    out.url = url.href
+    if (t.atomic !== undefined && typeof t.atomic !== 'boolean') throw new ConfigError(`${field}.atomic`, 'must be true or false')
+    out.atomic = t.atomic ?? true
+  } else {
+    out.dir = realDir(t.dir, `${field}.dir`, { create: true })
+  }
+  return Object.freeze(out)
+}
+
+function remoteBase (value, field) {
+  if (typeof value !== 'string' || !value.startsWith('/') || value.split('/').some((s) => s === '..' || s === '.')) {
+    throw new ConfigError(field, `must be an absolute path without . or .. segments, got ${JSON.stringify(value)}`)
+  }
+  return '/' + value.split('/').filter(Boolean).join('/')
+}
+
+export function validateConfig (raw, { env = process.env } = {}) {
+  if (!isObject(raw)) throw new ConfigError('(top level)', 'must be a JSON object')
+  checkKeys(raw, [...KNOWN_TOP], '')
+  const token = raw.token ?? null
+  if (token !== null && (typeof token !== 'string' || token.length < 16 || /\s/.test(token))) {
+    throw new ConfigError('token', 'must be null or a string of at least 16 characters without spaces')
+  }
+  const stateDir = realDir(raw.stateDir ?? defaultStateDir(env), 'stateDir', { create: true })
+  const listenRaw = raw.listen ?? [`127.0.0.1:${DEFAULTS.port}`, `unix:${path.join(stateDir, 'sidecar.sock')}`]
+  if (!Array.isArray(listenRaw) || listenRaw.length === 0) throw new ConfigError('listen', 'must be a non-empty array')
+  const listen = listenRaw.map((e, i) => Object.freeze(parseListen(e, `listen[${i}]`, token !== null)))
+
+  if (!Array.isArray(raw.roots)) throw new ConfigError('roots', 'must be an array of absolute directories that local paths may be in (may be empty)')
+  const roots = raw.roots.map((r, i) => realDir(r, `roots[${i}]`))
+  if (roots.some((r) => r === '/')) throw new ConfigError('roots', '"/" cannot be a root; name the directories PHP uses')
+
+  const socketMode = raw.socketMode ?? DEFAULTS.socketMode
+  if (typeof socketMode !== 'string' || !/^0?[0-7]{3}$/.test(socketMode)) throw new ConfigError('socketMode', 'must be an octal string like "0660"')
+  const socketGroup = raw.socketGroup ?? null
+  if (socketGroup !== null && !(typeof socketGroup === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(socketGroup)) && !Number.isInteger(socketGroup)) {
+    throw new ConfigError('socketGroup', 'must be null, a group name or a numeric gid')
+  }
+
+  const queue = section(raw.queue, 'queue', DEFAULTS.queue)
+  if (queue.limit < 1) throw new ConfigError('queue.limit', 'must be at least 1')
+  const retry = section(raw.retry, 'retry', DEFAULTS.retry)
+  if (retry.attempts < 1) throw new ConfigError('retry.attempts', 'must be at least 1')
+  const timeouts = section(raw.timeouts, 'timeouts', DEFAULTS.timeouts)
+
+  if (!isObject(raw.targets) || Object.keys(raw.targets).length === 0) throw new ConfigError('targets', 'must be an object with at least one target')
+  const targets = {}
+  for (const [name, t] of Object.entries(raw.targets)) targets[name] = validateTarget(name, t, { retry, timeouts })
+
+  const logLevel = raw.logLevel ?? DEFAULTS.logLevel
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) throw new ConfigError('logLevel', 'must be one of fatal, error, warn, info, debug, trace, silent')
+
+  return Object.freeze({
+    listen: Object.freeze(listen),
+    stateDir,
+    roots: Object.freeze(roots),
+    token,
+    socketMode: parseInt(socketMode, 8),
+    socketGroup,
+    queue: Object.freeze(queue),
+    retry: Object.freeze(retry),
+    timeouts: Object.freeze(timeouts),
+    shutdownGraceMs: int(raw.shutdownGraceMs, 'shutdownGraceMs', { min: 0, max: 600000, fallback: DEFAULTS.shutdownGraceMs }),
+    logLevel,
+    targets: Object.freeze(targets)
+  })
+}
+
+// What is safe to log or print: the token is never shown.
+export function describeConfig (config) {
+  return { ...config, token: config.token ? '[set]' : null }
+}

@@ -1,0 +1,94 @@
+// One base error with a stable `code` and an HTTP `statusCode`; one subclass per failure.
+// Job failures carry `retryable`, which the scheduler uses to decide whether to back off and retry.
+
+export class SidecarError extends Error {
+  constructor (message, { cause, details } = {}) {
+    super(message, cause ? { cause } : undefined)
+    this.name = this.constructor.name
+    if (details) this.details = details
+  }
+
+  get code () { return this.constructor.code }
+  get statusCode () { return this.constructor.statusCode }
+  get retryable () { return this.constructor.retryable }
+
+  toJSON () {
+    return { code: this.code, message: this.message, ...this.details }
+  }
+}
+
+function define (code, statusCode, retryable = false) {
+  const cls = class extends SidecarError {}
+  Object.defineProperty(cls, 'name', { value: code.toLowerCase().replace(/(^|_)(\w)/g, (m, s, c) => c.toUpperCase()) + 'Error' })
+  cls.code = code
+  cls.statusCode = statusCode
+  cls.retryable = retryable
+  return cls
+}
+
+// Errors of the control API: answered to the caller, the job (if any) is not created.
+export const InvalidJsonError = define('INVALID_JSON', 400)
+export const InvalidRequestError = define('INVALID_REQUEST', 400)
+export const PayloadTooLargeError = define('PAYLOAD_TOO_LARGE', 413)
+export const UnauthorizedError = define('UNAUTHORIZED', 401)
+export const RouteNotFoundError = define('NOT_FOUND', 404)
+export const MethodNotAllowedError = define('METHOD_NOT_ALLOWED', 405)
+export const JobNotFoundError = define('JOB_NOT_FOUND', 404)
+export const JobConflictError = define('JOB_CONFLICT', 409)
+export const JobFinishedError = define('JOB_FINISHED', 409)
+export const UnknownTargetError = define('UNKNOWN_TARGET', 400)
+export const PathNotAllowedError = define('PATH_NOT_ALLOWED', 403)
+export const InvalidPathError = define('INVALID_PATH', 400)
+export const LocalNotFoundError = define('LOCAL_NOT_FOUND', 422)
+export const QueueFullError = define('QUEUE_FULL', 429)
+export const ShuttingDownError = define('SHUTTING_DOWN', 503)
+export const StoreUnavailableError = define('STORE_UNAVAILABLE', 503)
+export const InternalError = define('INTERNAL', 500)
+
+// Errors a job can end with (in `error.code` of the job record). PATH_NOT_ALLOWED, LOCAL_NOT_FOUND
+// and INVALID_PATH above can also end a job whose local path changed after it was accepted.
+export const LocalExistsError = define('LOCAL_EXISTS', 409)
+export const LocalIoError = define('LOCAL_IO', 500)
+export const RemoteNotFoundError = define('REMOTE_NOT_FOUND', 404)
+export const RemoteExistsError = define('REMOTE_EXISTS', 409)
+export const PermissionDeniedError = define('PERMISSION_DENIED', 403)
+export const RemoteRejectedError = define('REMOTE_REJECTED', 502)
+export const RemoteUnavailableError = define('REMOTE_UNAVAILABLE', 503, true)
+export const NetworkError = define('NETWORK_ERROR', 503, true)
+export const TimeoutError = define('TIMEOUT', 504, true)
+export const SizeMismatchError = define('SIZE_MISMATCH', 502, true)
+export const Sha256MismatchError = define('SHA256_MISMATCH', 422)
+export const CancelledError = define('CANCELLED', 409)
+
+export const API_ERROR_CODES = [
+  InvalidJsonError, InvalidRequestError, PayloadTooLargeError, UnauthorizedError, RouteNotFoundError,
+  MethodNotAllowedError, JobNotFoundError, JobConflictError, JobFinishedError, UnknownTargetError,
+  PathNotAllowedError, InvalidPathError, LocalNotFoundError, QueueFullError, ShuttingDownError,
+  StoreUnavailableError, InternalError
+].map((e) => e.code)
+
+export const JOB_ERROR_CODES = [
+  PathNotAllowedError, InvalidPathError, LocalNotFoundError, LocalExistsError, LocalIoError,
+  RemoteNotFoundError, RemoteExistsError, PermissionDeniedError, RemoteRejectedError,
+  RemoteUnavailableError, NetworkError, TimeoutError, SizeMismatchError, Sha256MismatchError,
+  CancelledError
+].map((e) => e.code)
+
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH',
+  'EAI_AGAIN', 'ENOTFOUND', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH'])
+const TIMEOUT_CODES = new Set(['ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
+const LOCAL_NOT_FOUND_CODES = new Set(['ENOENT', 'ENOTDIR'])
+
+// Turns whatever a transfer threw (undici, fs, our own) into a SidecarError.
+export function toSidecarError (err) {
+  if (err instanceof SidecarError) return err
+  const code = err?.code ?? err?.cause?.code
+  const message = err?.message ?? String(err)
+  if (TIMEOUT_CODES.has(code)) return new TimeoutError(`${message} (${code})`, { cause: err })
+  if (NETWORK_CODES.has(code)) return new NetworkError(`${message} (${code})`, { cause: err })
+  if (LOCAL_NOT_FOUND_CODES.has(code)) return new LocalNotFoundError(message, { cause: err })
+  if (code === 'ELOOP') return new PathNotAllowedError(`symbolic link refused: ${message}`, { cause: err })
+  if (code === 'EEXIST') return new LocalExistsError(message, { cause: err })
+  if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return new LocalIoError(`${message} (${code})`, { cause: err })
+  return new InternalError(message, { cause: err })
+}

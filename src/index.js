@@ -1,0 +1,49 @@
+// Wires the daemon together: config → logger, store, backends, scheduler, metrics, HTTP listeners.
+import path from 'node:path'
+import { Agent } from 'undici'
+import { createLogger } from './logger.js'
+import { openJobStore } from './store.js'
+import { createBackend } from './backends/index.js'
+import { Scheduler } from './scheduler.js'
+import { createMetrics } from './metrics.js'
+import { createApp } from './http/app.js'
+import { listenAll, closeAll } from './listeners.js'
+
+export { loadConfig, validateConfig, ConfigError } from './config.js'
+
+export async function startSidecar (config, { logger = createLogger({ level: config.logLevel }), dispatcher, clock } = {}) {
+  // One pooled keep-alive agent per daemon: undici keeps a pool per origin (namenode, datanodes, httpd).
+  const agent = dispatcher ?? new Agent({
+    connectTimeout: config.timeouts.connectMs,
+    headersTimeout: config.timeouts.idleMs,
+    bodyTimeout: config.timeouts.idleMs,
+    keepAliveTimeout: 30000,
+    connections: 64
+  })
+  const backends = Object.fromEntries(Object.values(config.targets).map((t) => [t.name, createBackend(t, { dispatcher: agent })]))
+  const store = await openJobStore({ dir: path.join(config.stateDir, 'jobs'), logger })
+  let scheduler = null
+  const metrics = createMetrics({ scheduler: () => scheduler })
+  scheduler = new Scheduler({ config, store, backends, metrics, logger, clock })
+  await scheduler.recover()
+  const app = createApp({ config, scheduler, metrics, logger })
+  const servers = await listenAll(app, config)
+  logger.info({ listen: servers.map((s) => s.address), targets: Object.keys(config.targets) }, 'transfer-sidecar listening')
+
+  let stopping = null
+  async function stop ({ graceMs = config.shutdownGraceMs } = {}) {
+    stopping ??= (async () => {
+      logger.info({ graceMs }, 'shutting down')
+      const closing = closeAll(servers, Math.min(graceMs, 1000))
+      await scheduler.stop(graceMs)
+      await closing
+      await store.close()
+      if (!dispatcher) await agent.close()
+      logger.info('stopped')
+      logger.flush?.()
+    })()
+    return stopping
+  }
+
+  return { config, scheduler, metrics, servers, stop, logger }
+}

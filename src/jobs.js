@@ -1,0 +1,76 @@
+// The job record: what a caller may ask for, what is persisted, and what the API shows.
+import crypto from 'node:crypto'
+import { InvalidRequestError, UnknownTargetError } from './errors.js'
+import { checkLocalSyntax, normalizeRemote } from './paths.js'
+
+export const STATES = Object.freeze(['queued', 'running', 'succeeded', 'failed', 'cancelled'])
+export const FINAL_STATES = new Set(['succeeded', 'failed', 'cancelled'])
+const FIELDS = new Set(['id', 'direction', 'target', 'local', 'remote', 'overwrite', 'sha256'])
+const ID = /^[A-Za-z0-9_-]{8,64}$/
+const SHA256 = /^[0-9a-fA-F]{64}$/
+
+// Validates a POST /v1/jobs body; throws a 4xx SidecarError naming the field.
+export function parseJobRequest (body, targets) {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    throw new InvalidRequestError('the body must be a JSON object')
+  }
+  for (const key of Object.keys(body)) {
+    if (!FIELDS.has(key)) throw new InvalidRequestError(`unknown field ${JSON.stringify(key.slice(0, 64))}`)
+  }
+  const { id, direction, target, local, remote, overwrite = false, sha256 } = body
+  if (id !== undefined && (typeof id !== 'string' || !ID.test(id))) {
+    throw new InvalidRequestError('id must be 8–64 characters of A-Z a-z 0-9 _ -')
+  }
+  if (direction !== 'upload' && direction !== 'download') {
+    throw new InvalidRequestError('direction must be "upload" or "download"')
+  }
+  if (typeof target !== 'string') throw new InvalidRequestError('target must be the name of a configured target')
+  if (!Object.hasOwn(targets, target)) throw new UnknownTargetError(`no target named ${JSON.stringify(target.slice(0, 64))}`)
+  if (typeof overwrite !== 'boolean') throw new InvalidRequestError('overwrite must be true or false')
+  if (sha256 !== undefined && sha256 !== null && (typeof sha256 !== 'string' || !SHA256.test(sha256))) {
+    throw new InvalidRequestError('sha256 must be 64 hexadecimal characters')
+  }
+  return {
+    id: id ?? null,
+    direction,
+    target,
+    local: checkLocalSyntax(local),
+    remote: normalizeRemote(remote),
+    overwrite,
+    expectedSha256: sha256 ? sha256.toLowerCase() : null
+  }
+}
+
+export function newJobId () {
+  return crypto.randomBytes(16).toString('base64url')
+}
+
+export function newJob (spec, now) {
+  return {
+    id: spec.id ?? newJobId(),
+    direction: spec.direction,
+    target: spec.target,
+    local: spec.local,
+    remote: spec.remote,
+    overwrite: spec.overwrite,
+    expectedSha256: spec.expectedSha256,
+    state: 'queued',
+    attempts: 0,
+    bytes: 0,
+    size: null,
+    sha256: null,
+    rate: null,
+    error: null,
+    createdAt: now,
+    updatedAt: now,
+    startedAt: null,
+    finishedAt: null,
+    nextAttemptAt: null
+  }
+}
+
+// Same request twice (a client retrying with its own id) is not a conflict.
+export function sameRequest (job, spec) {
+  return job.direction === spec.direction && job.target === spec.target && job.local === spec.local &&
+    job.remote === spec.remote && job.overwrite === spec.overwrite && job.expectedSha256 === spec.expectedSha256
+}

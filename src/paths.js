@@ -1,0 +1,102 @@
+// Confinement of caller-given paths: local paths must resolve (symlinks included) inside a root,
+// remote paths are normalised and may never climb out of the target's base.
+import fs from 'node:fs/promises'
+import { constants as C } from 'node:fs'
+import path from 'node:path'
+import { InvalidPathError, PathNotAllowedError, LocalNotFoundError, LocalIoError } from './errors.js'
+
+const MAX_PATH = 4096
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f]/
+
+export function isInside (real, roots) {
+  return roots.some((root) => real === root || real.startsWith(root.endsWith('/') ? root : root + '/'))
+}
+
+export function checkLocalSyntax (local, field = 'local') {
+  if (typeof local !== 'string' || local.length === 0) throw new InvalidPathError(`${field} must be a non-empty string`)
+  if (local.length > MAX_PATH) throw new InvalidPathError(`${field} is longer than ${MAX_PATH} characters`)
+  if (CONTROL.test(local)) throw new InvalidPathError(`${field} must not contain NUL or control characters`)
+  if (!path.isAbsolute(local)) throw new InvalidPathError(`${field} must be an absolute path`)
+  return path.resolve(local)
+}
+
+export function normalizeRemote (remote, field = 'remote') {
+  if (typeof remote !== 'string' || remote.length === 0) throw new InvalidPathError(`${field} must be a non-empty string`)
+  if (remote.length > MAX_PATH) throw new InvalidPathError(`${field} is longer than ${MAX_PATH} characters`)
+  if (CONTROL.test(remote)) throw new InvalidPathError(`${field} must not contain NUL or control characters`)
+  if (!remote.startsWith('/')) throw new InvalidPathError(`${field} must start with "/"`)
+  const segments = remote.split('/').filter((s) => s !== '' && s !== '.')
+  if (segments.includes('..')) throw new InvalidPathError(`${field} must not contain ".." segments`)
+  if (segments.length === 0) throw new InvalidPathError(`${field} must name a file, not the target's base`)
+  return '/' + segments.join('/')
+}
+
+function notAllowed (local) {
+  return new PathNotAllowedError(`${local} is not inside a configured root`)
+}
+
+// The path the kernel actually opened, so a symlink swapped in after our check cannot fool us.
+async function openedPath (handle) {
+  return fs.readlink(`/proc/self/fd/${handle.fd}`)
+}
+
+async function realOrThrow (p) {
+  try {
+    return await fs.realpath(p)
+  } catch (err) {
+    if (err.code === 'ENOENT' || err.code === 'ENOTDIR') throw new LocalNotFoundError(`${p} does not exist`)
+    throw new LocalIoError(`cannot resolve ${p} (${err.code})`)
+  }
+}
+
+// Upload source: an existing regular file inside a root. Returns its real path.
+export async function resolveSource (local, roots) {
+  const abs = checkLocalSyntax(local)
+  const real = await realOrThrow(abs)
+  if (!isInside(real, roots)) throw notAllowed(local)
+  return real
+}
+
+// Download destination: the parent must exist inside a root; the file itself is replaced by rename.
+export async function resolveDestination (local, roots) {
+  const abs = checkLocalSyntax(local)
+  const name = path.basename(abs)
+  if (abs === '/' || name === '') throw new InvalidPathError('local must name a file')
+  const dir = await realOrThrow(path.dirname(abs))
+  const real = path.join(dir, name)
+  if (!isInside(dir, roots) || !isInside(real, roots)) throw notAllowed(local)
+  return { dir, name, path: real }
+}
+
+// Opens an upload source without following a final symlink and re-checks where it really is.
+export async function openSource (local, roots) {
+  const real = await resolveSource(local, roots)
+  const handle = await fs.open(real, C.O_RDONLY | C.O_NOFOLLOW).catch((err) => {
+    if (err.code === 'ELOOP') throw notAllowed(local)
+    throw err
+  })
+  try {
+    if (!isInside(await openedPath(handle), roots)) throw notAllowed(local)
+    const stat = await handle.stat()
+    if (!stat.isFile()) throw new InvalidPathError(`${local} is not a regular file`)
+    return { handle, size: stat.size, path: real }
+  } catch (err) {
+    await handle.close()
+    throw err
+  }
+}
+
+// Creates the temporary file of a download next to its final name, confined like the source.
+export async function openTemp (dest, tmpName, roots) {
+  const tmpPath = path.join(dest.dir, tmpName)
+  const handle = await fs.open(tmpPath, C.O_WRONLY | C.O_CREAT | C.O_TRUNC | C.O_NOFOLLOW, 0o640)
+  try {
+    if (!isInside(path.dirname(await openedPath(handle)), roots)) throw new PathNotAllowedError(`${dest.path} is not inside a configured root`)
+    return { handle, path: tmpPath }
+  } catch (err) {
+    await handle.close()
+    await fs.unlink(tmpPath).catch(() => {})
+    throw err
+  }
+}

@@ -1,0 +1,311 @@
+// The job pipeline in one place: accept → persist → schedule → transfer → verify/publish → record.
+// Per-target FIFO queues with a concurrency limit, retries with exponential backoff and jitter,
+// cancel and shutdown through each job's AbortController, pruning of finished jobs.
+import { upload, download } from './transfer.js'
+import { parseJobRequest, newJob, sameRequest, FINAL_STATES } from './jobs.js'
+import { resolveSource, resolveDestination } from './paths.js'
+import {
+  toSidecarError, CancelledError, JobConflictError, JobFinishedError, JobNotFoundError, QueueFullError,
+  ShuttingDownError, StoreUnavailableError
+} from './errors.js'
+
+const TRANSFER = { upload, download }
+
+// A FIFO with O(1) shift, for queues of tens of thousands of jobs.
+class Fifo {
+  #items = []
+  #head = 0
+  get length () { return this.#items.length - this.#head }
+  push (item) { this.#items.push(item) }
+  shift () {
+    const item = this.#items[this.#head++]
+    if (this.#head > 1024 && this.#head * 2 > this.#items.length) {
+      this.#items = this.#items.slice(this.#head)
+      this.#head = 0
+    }
+    return item
+  }
+}
+
+export class Scheduler {
+  constructor ({ config, store, backends, metrics, logger, clock = Date.now, random = Math.random }) {
+    this.config = config
+    this.store = store
+    this.backends = backends
+    this.metrics = metrics
+    this.logger = logger
+    this.clock = clock
+    this.random = random
+    this.jobs = new Map()
+    this.unfinished = 0
+    this.running = new Map() // id → { controller, promise, startedAt }
+    this.persisting = new Map() // id → promise of the first write (for idempotent resubmits)
+    this.timers = new Map() // id → retry timer
+    this.waiters = new Map() // id → Set of callbacks run when the job ends
+    this.stopping = false
+    this.queues = new Map()
+    for (const [name, t] of Object.entries(config.targets)) {
+      this.queues.set(name, { queue: new Fifo(), running: 0, concurrency: t.concurrency })
+    }
+  }
+
+  now () { return new Date(this.clock()).toISOString() }
+
+  // Rebuilds state from the journal: jobs that were running start again from the beginning.
+  async recover () {
+    const records = this.store.loaded().sort((a, b) => a.createdAt.localeCompare(b.createdAt))
+    let requeued = 0
+    for (const job of records) {
+      if (!this.queues.has(job.target) && !FINAL_STATES.has(job.state)) {
+        job.state = 'failed'
+        job.error = { code: 'UNKNOWN_TARGET', message: `target ${job.target} is no longer configured` }
+        job.finishedAt = this.now()
+        await this.store.put(job)
+      }
+      this.jobs.set(job.id, job)
+      if (FINAL_STATES.has(job.state)) continue
+      this.unfinished++
+      if (job.state === 'running') {
+        job.state = 'queued'
+        job.bytes = 0
+        requeued++
+      }
+      if (job.nextAttemptAt && Date.parse(job.nextAttemptAt) > this.clock()) this.#later(job)
+      else this.#enqueue(job)
+    }
+    this.logger.info({ jobs: records.length, unfinished: this.unfinished, requeued }, 'recovered jobs from the journal')
+    await this.prune()
+    this.pruneTimer = setInterval(() => this.prune().catch((err) => this.logger.error({ err }, 'prune failed')), 60000)
+    this.pruneTimer.unref()
+  }
+
+  async submit (body) {
+    if (this.stopping) throw new ShuttingDownError('the sidecar is shutting down; retry on another instance or later')
+    const spec = parseJobRequest(body, this.config.targets)
+    if (spec.direction === 'upload') await resolveSource(spec.local, this.config.roots)
+    else await resolveDestination(spec.local, this.config.roots)
+
+    if (spec.id && this.jobs.has(spec.id)) {
+      const existing = this.jobs.get(spec.id)
+      if (!sameRequest(existing, spec)) throw new JobConflictError(`job ${spec.id} exists with a different request`)
+      await this.persisting.get(spec.id)
+      return { job: existing, created: false, state: existing.state }
+    }
+    if (this.unfinished >= this.config.queue.limit) {
+      throw new QueueFullError(`the queue holds ${this.unfinished} unfinished jobs (limit ${this.config.queue.limit})`)
+    }
+    const job = newJob(spec, this.now())
+    this.jobs.set(job.id, job)
+    this.unfinished++
+    const persisted = this.store.put(job)
+    this.persisting.set(job.id, persisted)
+    try {
+      await persisted
+    } catch (err) {
+      this.jobs.delete(job.id)
+      this.unfinished--
+      this.logger.error({ err }, 'cannot persist job')
+      throw new StoreUnavailableError('the job could not be written to disk; it was not accepted')
+    } finally {
+      this.persisting.delete(job.id)
+    }
+    this.metrics.jobAccepted(job)
+    this.#log(job)
+    this.#enqueue(job)
+    return { job, created: true, state: 'queued' }
+  }
+
+  get (id) {
+    const job = this.jobs.get(id)
+    if (!job) throw new JobNotFoundError(`no job ${JSON.stringify(String(id).slice(0, 64))}`)
+    return job
+  }
+
+  list ({ state, limit = 1000 } = {}) {
+    const out = []
+    for (const job of this.jobs.values()) {
+      if (state && job.state !== state) continue
+      out.push(job)
+      if (out.length >= limit) break
+    }
+    return out
+  }
+
+  // Resolves when the job has ended or `ms` have passed, whichever comes first.
+  waitForEnd (id, ms, signal) {
+    const job = this.get(id)
+    if (FINAL_STATES.has(job.state) || ms <= 0) return Promise.resolve(job)
+    return new Promise((resolve) => {
+      const set = this.waiters.get(id) ?? new Set()
+      this.waiters.set(id, set)
+      const done = () => {
+        clearTimeout(timer)
+        signal?.removeEventListener('abort', done)
+        set.delete(done)
+        if (set.size === 0 && this.waiters.get(id) === set) this.waiters.delete(id)
+        resolve(this.jobs.get(id) ?? job)
+      }
+      const timer = setTimeout(done, ms)
+      signal?.addEventListener('abort', done, { once: true })
+      set.add(done)
+    })
+  }
+
+  async cancel (id) {
+    const job = this.get(id)
+    if (FINAL_STATES.has(job.state)) throw new JobFinishedError(`job ${id} already ${job.state}`)
+    const run = this.running.get(id)
+    if (run) {
+      run.controller.abort('cancel')
+      await run.promise
+      return job
+    }
+    clearTimeout(this.timers.get(id))
+    this.timers.delete(id)
+    await this.#finish(job, 'cancelled', new CancelledError('cancelled before it started'))
+    return job
+  }
+
+  stats () {
+    let queued = 0
+    for (const q of this.queues.values()) queued += q.queue.length
+    return { unfinished: this.unfinished, running: this.running.size, waiting: this.unfinished - this.running.size, queued }
+  }
+
+  // Stops scheduling; running transfers get `graceMs` to finish, then are aborted and left queued.
+  async stop (graceMs) {
+    this.stopping = true
+    clearInterval(this.pruneTimer)
+    for (const t of this.timers.values()) clearTimeout(t)
+    const runs = [...this.running.values()]
+    if (runs.length) {
+      this.logger.info({ running: runs.length, graceMs }, 'waiting for running transfers')
+      let timer
+      await Promise.race([
+        Promise.allSettled(runs.map((r) => r.promise)),
+        new Promise((resolve) => { timer = setTimeout(resolve, graceMs) })
+      ])
+      clearTimeout(timer)
+      for (const r of this.running.values()) r.controller.abort('shutdown')
+      await Promise.allSettled([...this.running.values()].map((r) => r.promise))
+    }
+  }
+
+  async prune () {
+    const cutoff = this.clock() - this.config.queue.retentionSeconds * 1000
+    for (const job of this.jobs.values()) {
+      if (FINAL_STATES.has(job.state) && Date.parse(job.finishedAt) < cutoff) {
+        this.jobs.delete(job.id)
+        await this.store.remove(job.id)
+      }
+    }
+  }
+
+  #enqueue (job) {
+    const q = this.queues.get(job.target)
+    q.queue.push(job)
+    this.#pump(q)
+  }
+
+  #pump (q) {
+    while (!this.stopping && q.running < q.concurrency && q.queue.length) {
+      const job = q.queue.shift()
+      if (job.state !== 'queued' || this.running.has(job.id)) continue // cancelled meanwhile
+      q.running++
+      const controller = new AbortController()
+      const run = { controller, startedAt: this.clock() }
+      this.running.set(job.id, run)
+      run.promise = this.#attempt(job, run).finally(() => {
+        this.running.delete(job.id)
+        q.running--
+        this.#pump(q)
+      })
+    }
+  }
+
+  async #attempt (job, run) {
+    const { signal } = run.controller
+    Object.assign(job, { state: 'running', attempts: job.attempts + 1, bytes: 0, error: null, nextAttemptAt: null })
+    job.startedAt ??= this.now()
+    await this.#save(job)
+    const target = this.config.targets[job.target]
+    try {
+      const result = await TRANSFER[job.direction](job, {
+        backend: this.backends[job.target],
+        roots: this.config.roots,
+        signal,
+        onStart: ({ size }) => { job.size = size },
+        onProgress: (bytes) => { job.bytes = bytes }
+      })
+      Object.assign(job, result)
+      job.rate = Math.round(result.bytes / Math.max(0.001, (this.clock() - run.startedAt) / 1000))
+      this.metrics.transferDone(job, target.type, 'succeeded', (this.clock() - run.startedAt) / 1000)
+      await this.#finish(job, 'succeeded', null)
+    } catch (thrown) {
+      if (signal.aborted && signal.reason === 'shutdown') {
+        job.state = 'queued'
+        job.bytes = 0
+        await this.#save(job)
+        return
+      }
+      const err = signal.aborted ? new CancelledError('cancelled while running') : toSidecarError(thrown)
+      if (err.code === 'INTERNAL') this.logger.error({ err: thrown, job: job.id }, 'unexpected error in transfer')
+      const outcome = err instanceof CancelledError ? 'cancelled' : 'failed'
+      if (err.retryable && job.attempts < target.retry.attempts && !this.stopping) {
+        this.metrics.retry(job, target.type, err.code)
+        return this.#retryLater(job, err, target.retry)
+      }
+      this.metrics.transferDone(job, target.type, outcome, (this.clock() - run.startedAt) / 1000, err.code)
+      await this.#finish(job, outcome, err)
+    }
+  }
+
+  async #retryLater (job, err, retry) {
+    const exp = Math.min(retry.maxDelayMs, retry.baseDelayMs * 2 ** (job.attempts - 1))
+    const delay = Math.round(exp / 2 + this.random() * exp / 2) // "equal jitter"
+    Object.assign(job, { state: 'queued', error: err.toJSON(), nextAttemptAt: new Date(this.clock() + delay).toISOString() })
+    await this.#save(job)
+    this.#later(job)
+  }
+
+  #later (job) {
+    const delay = Math.max(0, Date.parse(job.nextAttemptAt) - this.clock())
+    const timer = setTimeout(() => {
+      this.timers.delete(job.id)
+      if (job.state === 'queued') this.#enqueue(job)
+    }, delay)
+    this.timers.set(job.id, timer)
+  }
+
+  async #finish (job, state, err) {
+    Object.assign(job, { state, error: err ? err.toJSON() : null, finishedAt: this.now(), nextAttemptAt: null })
+    this.unfinished--
+    await this.#save(job)
+    this.metrics.jobFinished(job)
+    const set = this.waiters.get(job.id)
+    if (set) for (const fn of [...set]) fn()
+  }
+
+  async #save (job) {
+    job.updatedAt = this.now()
+    this.#log(job)
+    try {
+      await this.store.put(job)
+    } catch (err) {
+      // The previous record stays on disk, so the job is recovered (and re-run) after a restart.
+      this.logger.error({ err, job: job.id }, 'cannot persist job state')
+    }
+  }
+
+  #log (job) {
+    this.logger.info({
+      job: job.id,
+      state: job.state,
+      direction: job.direction,
+      target: job.target,
+      attempts: job.attempts,
+      bytes: job.bytes,
+      ...(job.error && { error: job.error })
+    }, 'job state')
+  }
+}

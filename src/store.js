@@ -1,0 +1,146 @@
+// Durable job store: an append-only journal of JSON lines with group commit.
+// A job is acknowledged only after the line that records it is fdatasync'd. Every line carries the
+// whole job record, so replay is "last line per id wins"; the journal is rewritten (compacted) at
+// start-up and whenever it holds many more lines than live jobs.
+import fs from 'node:fs/promises'
+import { createReadStream } from 'node:fs'
+import readline from 'node:readline'
+import path from 'node:path'
+
+const JOURNAL = 'jobs.journal'
+
+export async function openJobStore ({ dir, logger, compactMinLines = 10000 }) {
+  await fs.mkdir(dir, { recursive: true, mode: 0o750 })
+  const file = path.join(dir, JOURNAL)
+  const records = new Map() // id -> serialized job record (the last one written)
+  let torn = 0
+  try {
+    const lines = readline.createInterface({ input: createReadStream(file), crlfDelay: Infinity })
+    for await (const line of lines) {
+      if (!line) continue
+      let entry
+      try {
+        entry = JSON.parse(line)
+      } catch {
+        torn++ // a line cut short by a crash in the middle of a write; it was never acknowledged
+        continue
+      }
+      if (entry.op === 'put') records.set(entry.job.id, JSON.stringify(entry.job))
+      else if (entry.op === 'del') records.delete(entry.id)
+    }
+  } catch (err) {
+    if (err.code !== 'ENOENT') throw err
+  }
+  if (torn) logger?.warn({ torn }, 'ignored unreadable journal lines')
+  const store = new JobStore({ dir, file, records, logger, compactMinLines })
+  await store.compact()
+  return store
+}
+
+class JobStore {
+  #pending = []
+  #flushing = null
+  #handle = null
+  #linesSinceCompact = 0
+  #closed = false
+
+  constructor ({ dir, file, records, logger, compactMinLines }) {
+    this.dir = dir
+    this.file = file
+    this.records = records
+    this.logger = logger
+    this.compactMinLines = compactMinLines
+  }
+
+  // Replayed job records, for the scheduler to rebuild its state at start-up.
+  loaded () {
+    return [...this.records.values()].map((s) => JSON.parse(s))
+  }
+
+  // Resolves once the record is on disk. Concurrent calls share one fdatasync.
+  put (record) {
+    const line = JSON.stringify(record)
+    const created = !this.records.has(record.id)
+    this.records.set(record.id, line)
+    return this.#append(`{"op":"put","job":${line}}`, created ? record.id : null)
+  }
+
+  remove (id) {
+    this.records.delete(id)
+    return this.#append(JSON.stringify({ op: 'del', id }), null)
+  }
+
+  #append (line, createdId) {
+    if (this.#closed) return Promise.reject(new Error('job store is closed'))
+    return new Promise((resolve, reject) => {
+      this.#pending.push({ line, createdId, resolve, reject })
+      this.#flushing ??= this.#flush()
+    })
+  }
+
+  async #flush () {
+    try {
+      while (this.#pending.length) {
+        const batch = this.#pending
+        this.#pending = []
+        try {
+          await this.#handle.write(batch.map((b) => b.line).join('\n') + '\n')
+          await this.#handle.datasync()
+        } catch (err) {
+          // Not acknowledged, so a job created by this batch must not survive in a later compaction.
+          for (const b of batch) {
+            if (b.createdId) this.records.delete(b.createdId)
+            b.reject(err)
+          }
+          continue
+        }
+        for (const b of batch) b.resolve()
+        this.#linesSinceCompact += batch.length
+        if (this.#linesSinceCompact > Math.max(this.compactMinLines, 2 * this.records.size)) await this.compact()
+      }
+    } finally {
+      this.#flushing = null
+    }
+  }
+
+  // Rewrites the journal with one line per live job: temp file, fsync, rename, fsync the directory.
+  async compact () {
+    const tmp = `${this.file}.tmp`
+    const out = await fs.open(tmp, 'w', 0o640)
+    try {
+      let chunk = []
+      for (const line of this.records.values()) {
+        chunk.push(`{"op":"put","job":${line}}\n`)
+        if (chunk.length === 1000) {
+          await out.write(chunk.join(''))
+          chunk = []
+        }
+      }
+      if (chunk.length) await out.write(chunk.join(''))
+      await out.sync()
+    } finally {
+      await out.close()
+    }
+    await fs.rename(tmp, this.file)
+    await syncDir(this.dir)
+    await this.#handle?.close()
+    this.#handle = await fs.open(this.file, 'a', 0o640)
+    this.#linesSinceCompact = 0
+  }
+
+  async close () {
+    this.#closed = true
+    await this.#flushing
+    await this.#handle?.close()
+    this.#handle = null
+  }
+}
+
+export async function syncDir (dir) {
+  const handle = await fs.open(dir, 'r')
+  try {
+    await handle.sync()
+  } finally {
+    await handle.close()
+  }
+}

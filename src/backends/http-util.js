@@ -1,4 +1,6 @@
 // Small helpers shared by the HTTP-speaking backends (webhdfs, http).
+import http from 'node:http'
+import https from 'node:https'
 import { request } from 'undici'
 import {
   RemoteNotFoundError, RemoteExistsError, PermissionDeniedError, RemoteRejectedError, RemoteUnavailableError
@@ -47,4 +49,19 @@ export function statusError (status, message, details = {}) {
 
 export function encodePath (p) {
   return p.split('/').map(encodeURIComponent).join('/')
+}
+
+// A streamed PUT with node:http rather than undici: Hadoop datanodes answer every PUT with an
+// unsolicited "100 Continue", which undici rejects as a bad response. Datanodes close the
+// connection after each answer anyway, so there is no pool to lose.
+export function putStream (url, { headers, signal, idleMs = 60000 }) {
+  const target = new URL(url)
+  const client = target.protocol === 'https:' ? https : http
+  const req = client.request(target, { method: 'PUT', headers, signal, agent: false })
+  req.setTimeout(idleMs, () => req.destroy(Object.assign(new Error(`no progress for ${idleMs} ms`), { code: 'ETIMEDOUT' })))
+  const done = new Promise((resolve, reject) => {
+    req.once('error', reject)
+    req.once('response', (res) => resolve({ statusCode: res.statusCode, headers: res.headers, body: res }))
+  })
+  return { stream: req, done }
 }

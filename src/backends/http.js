@@ -29,6 +29,16 @@ export function createHttpBackend (target, { dispatcher }) {
     }
   }
 
+  // Apache omits Content-Length on HEAD of an empty file; a one-byte range request tells the size.
+  async function sizeByRange (remote, signal) {
+    const res = await send(urlFor(remote), { headers: { range: 'bytes=0-0' }, dispatcher, signal })
+    await res.body.dump()
+    const m = /\/(\d+)$/.exec(res.headers['content-range'] ?? '')
+    if (m) return Number(m[1])
+    if (res.statusCode === 200 && res.headers['content-length'] !== undefined) return Number(res.headers['content-length'])
+    return null
+  }
+
   return {
     type: 'http',
     atomic: target.atomic,
@@ -39,7 +49,8 @@ export function createHttpBackend (target, { dispatcher }) {
       if (res.statusCode === 404) return null
       if (res.statusCode >= 300) throw statusError(res.statusCode, `HEAD ${remote}: HTTP ${res.statusCode}`)
       const length = res.headers['content-length']
-      return { size: length === undefined ? null : Number(length), type: 'file' }
+      if (length !== undefined) return { size: Number(length), type: 'file' }
+      return { size: await sizeByRange(remote, signal), type: 'file' }
     },
 
     async openRead (remote, { offset = 0, signal } = {}) {

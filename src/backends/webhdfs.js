@@ -4,8 +4,7 @@ import {
   RemoteNotFoundError, RemoteExistsError, PermissionDeniedError, RemoteRejectedError, RemoteUnavailableError,
   NetworkError, TimeoutError, toSidecarError
 } from '../errors.js'
-import { send, readSmall, readJson, firstLine, encodePath } from './http-util.js'
-import { PassThrough } from 'node:stream'
+import { send, putStream, readSmall, readJson, firstLine, encodePath } from './http-util.js'
 
 const NOT_FOUND = new Set(['FileNotFoundException'])
 const EXISTS = new Set(['FileAlreadyExistsException'])
@@ -40,6 +39,7 @@ async function failed (res) {
 
 export function createWebHdfsBackend (target, { dispatcher }) {
   const { namenodes, user, base } = target
+  const idleMs = target.timeouts?.idleMs
   let active = 0 // index of the namenode that answered last; tried first next time
 
   const full = (remote) => base === '/' ? remote : base + remote
@@ -113,15 +113,15 @@ export function createWebHdfsBackend (target, { dispatcher }) {
     // The returned stream is the body of the PUT to the datanode; `done` settles with its answer.
     async openWrite (remote, { size, signal } = {}) {
       const location = await locate('PUT', remote, 'CREATE', { overwrite: true }, signal)
-      const body = new PassThrough({ highWaterMark: 1 << 20 })
       const headers = { 'content-type': 'application/octet-stream' }
       if (size !== undefined) headers['content-length'] = String(size)
-      const done = send(location, { method: 'PUT', body, headers, dispatcher, signal }).then(async (res) => {
+      const put = putStream(location, { headers, signal, idleMs })
+      const done = put.done.then(async (res) => {
         if (res.statusCode !== 201 && res.statusCode !== 200) throw await failed(res)
-        await res.body.dump()
+        res.body.resume()
       })
-      done.catch((err) => body.destroy(err))
-      return { stream: body, done }
+      done.catch((err) => put.stream.destroy(err))
+      return { stream: put.stream, done }
     },
 
     async publish (tmp, remote, { overwrite, signal } = {}) {

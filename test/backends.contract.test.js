@@ -1,0 +1,106 @@
+// One contract, every backend, each against its real server: a local dir, Apache httpd mod_dav,
+// and a Hadoop MiniDFSCluster with WebHDFS.
+import { describe, it, expect, beforeAll, afterAll } from 'vitest'
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { Agent } from 'undici'
+import { createFileBackend } from '../src/backends/file.js'
+import { createHttpBackend } from '../src/backends/http.js'
+import { createWebHdfsBackend } from '../src/backends/webhdfs.js'
+import { uploadTempPath } from '../src/backends/index.js'
+import { startHttpd } from './harness/httpd.js'
+import { startHdfs } from './harness/hdfs.js'
+import { tempDir } from './helpers/sidecar.js'
+
+const setups = {
+  async file () {
+    const dir = await tempDir('contract-file-')
+    return { backend: createFileBackend({ dir }), stop: async () => {} }
+  },
+  async http () {
+    const httpd = await startHttpd()
+    const dispatcher = new Agent()
+    return { backend: createHttpBackend({ url: httpd.uploadUrl, atomic: true }, { dispatcher }), stop: async () => { await dispatcher.close(); await httpd.stop() } }
+  },
+  async webhdfs () {
+    const hdfs = await startHdfs()
+    await hdfs.command('mkdir /contract www-data 755')
+    const dispatcher = new Agent()
+    const backend = createWebHdfsBackend({ namenodes: hdfs.namenodes, user: 'www-data', base: '/contract' }, { dispatcher })
+    return { backend, stop: async () => { await dispatcher.close(); await hdfs.stop() } }
+  }
+}
+
+async function write (backend, remote, data) {
+  const sink = await backend.openWrite(remote, { size: data.length })
+  await Promise.all([pipeline(Readable.from([data]), sink.stream), sink.done])
+}
+
+async function read (backend, remote, opts) {
+  const { stream, size } = await backend.openRead(remote, opts)
+  const chunks = []
+  for await (const c of stream) chunks.push(c)
+  return { data: Buffer.concat(chunks), size }
+}
+
+describe.each(Object.keys(setups))('backend contract: %s', (name) => {
+  let env
+  beforeAll(async () => { env = await setups[name]() })
+  afterAll(async () => { await env?.stop() })
+
+  const data = Buffer.from('x'.repeat(100000) + 'end')
+
+  it('stat of a missing file is null', async () => {
+    expect(await env.backend.stat('/nope/missing.bin')).toBeNull()
+  })
+
+  it('writes a temp file in new parent directories, publishes it, reads it back', async () => {
+    const tmp = uploadTempPath('/a/b/c.bin', 'job12345')
+    await write(env.backend, tmp, data)
+    expect((await env.backend.stat(tmp)).size).toBe(data.length)
+    await env.backend.publish(tmp, '/a/b/c.bin', { overwrite: false })
+    expect(await env.backend.stat(tmp)).toBeNull()
+    const got = await read(env.backend, '/a/b/c.bin')
+    expect(got.size).toBe(data.length)
+    expect(got.data.equals(data)).toBe(true)
+  })
+
+  it('refuses to publish over an existing file without overwrite, replaces it with', async () => {
+    await write(env.backend, '/over/target.bin', Buffer.from('old'))
+    const tmp = uploadTempPath('/over/target.bin', 'job22222')
+    await write(env.backend, tmp, Buffer.from('new content'))
+    await expect(env.backend.publish(tmp, '/over/target.bin', { overwrite: false })).rejects.toMatchObject({ code: 'REMOTE_EXISTS' })
+    expect((await read(env.backend, '/over/target.bin')).data.toString()).toBe('old')
+    await env.backend.publish(tmp, '/over/target.bin', { overwrite: true })
+    expect((await read(env.backend, '/over/target.bin')).data.toString()).toBe('new content')
+  })
+
+  it('reads from an offset', async () => {
+    await write(env.backend, '/offset.bin', data)
+    const got = await read(env.backend, '/offset.bin', { offset: 99990 })
+    expect(got.data.toString()).toBe('xxxxxxxxxxend')
+    expect(got.size).toBe(data.length)
+  })
+
+  it('round-trips an empty file', async () => {
+    await write(env.backend, '/empty.bin', Buffer.alloc(0))
+    expect((await env.backend.stat('/empty.bin')).size).toBe(0)
+    expect((await read(env.backend, '/empty.bin')).data.length).toBe(0)
+  })
+
+  it('answers REMOTE_NOT_FOUND when reading a missing file', async () => {
+    await expect(env.backend.openRead('/missing/file.bin')).rejects.toMatchObject({ code: 'REMOTE_NOT_FOUND', retryable: false })
+  })
+
+  it('keeps odd but legal names intact', async () => {
+    const remote = '/odd dir/ü name %41 #1?.bin'
+    await write(env.backend, remote, Buffer.from('odd'))
+    expect((await read(env.backend, remote)).data.toString()).toBe('odd')
+  })
+
+  it('removes a file', async () => {
+    await write(env.backend, '/gone.bin', Buffer.from('bye'))
+    await env.backend.remove('/gone.bin')
+    expect(await env.backend.stat('/gone.bin')).toBeNull()
+  })
+})

@@ -1,0 +1,106 @@
+// Starts the daemon for tests: in-process (startTestSidecar) or as a child process (spawnSidecar,
+// for kill -9 and signal tests). Each gets its own temp state dir and loopback port.
+import fs from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { spawn } from 'node:child_process'
+import { Writable } from 'node:stream'
+import { request, Agent } from 'undici'
+import { startSidecar, validateConfig } from '../../src/index.js'
+import { createLogger } from '../../src/logger.js'
+
+const BIN = new URL('../../bin/transfer-sidecar.js', import.meta.url).pathname
+
+export async function tempDir (prefix = 'sidecar-test-') {
+  return fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), prefix)))
+}
+
+// Captures pino's JSON lines in memory.
+export function captureLogs () {
+  const lines = []
+  const stream = new Writable({
+    write (chunk, enc, cb) {
+      lines.push(...chunk.toString().split('\n').filter(Boolean))
+      cb()
+    }
+  })
+  return { stream, lines, records: () => lines.map((l) => JSON.parse(l)) }
+}
+
+export function client (base, { socketPath, token } = {}) {
+  const dispatcher = socketPath ? new Agent({ connect: { socketPath } }) : undefined
+  async function call (method, p, body, headers = {}) {
+    const res = await request(new URL(p, base), {
+      method,
+      dispatcher,
+      headers: { ...(body !== undefined && { 'content-type': 'application/json' }), ...(token && { authorization: `Bearer ${token}` }), ...headers },
+      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body)
+    })
+    const text = await res.body.text()
+    let json = null
+    try { json = JSON.parse(text) } catch {}
+    return { status: res.statusCode, headers: res.headers, json, text }
+  }
+  return {
+    call,
+    submit: (job) => call('POST', '/v1/jobs', job),
+    job: (id, wait) => call('GET', `/v1/jobs/${id}${wait ? `?wait=${wait}` : ''}`),
+    // Submits and waits for the end; fails the test if it was not accepted.
+    async run (job, wait = 120) {
+      const r = await call('POST', '/v1/jobs', job)
+      if (r.status !== 202) throw new Error(`submit answered ${r.status}: ${r.text}`)
+      return (await call('GET', `/v1/jobs/${r.json.id}?wait=${wait}`)).json
+    },
+    close: () => dispatcher?.close()
+  }
+}
+
+export async function startTestSidecar ({ targets, roots, token = null, extra = {}, stateDir } = {}) {
+  stateDir ??= await tempDir('sidecar-state-')
+  const socket = path.join(stateDir, 'sidecar.sock')
+  const config = validateConfig({
+    listen: ['127.0.0.1:0', `unix:${socket}`],
+    stateDir,
+    roots,
+    token,
+    retry: { attempts: 3, baseDelayMs: 20, maxDelayMs: 200 },
+    logLevel: 'debug',
+    targets,
+    ...extra
+  })
+  const logs = captureLogs()
+  const sidecar = await startSidecar(config, { logger: createLogger({ level: 'debug', destination: logs.stream }) })
+  const port = sidecar.servers.find((s) => s.listen.type === 'tcp').address.port
+  const url = `http://127.0.0.1:${port}`
+  return { ...sidecar, url, socket, stateDir, logs, api: client(url, { token }) }
+}
+
+// The daemon as a real process, configured by a file; `ready` resolves on its "listening" line.
+export async function spawnSidecar (rawConfig, { dir } = {}) {
+  dir ??= await tempDir('sidecar-proc-')
+  const file = path.join(dir, 'config.json')
+  await fs.writeFile(file, JSON.stringify(rawConfig))
+  const child = spawn(process.execPath, [BIN], { env: { ...process.env, SIDECAR_CONFIG: file }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const output = []
+  const ready = new Promise((resolve, reject) => {
+    child.stdout.on('data', (d) => {
+      output.push(d.toString())
+      if (output.join('').includes('transfer-sidecar listening')) resolve()
+    })
+    child.stderr.on('data', (d) => output.push(d.toString()))
+    child.once('exit', (code) => reject(new Error(`sidecar exited ${code} before it was ready:\n${output.join('')}`)))
+  })
+  await ready
+  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
+  return { child, output, exited, kill: (sig = 'SIGKILL') => { child.kill(sig); return exited } }
+}
+
+export async function waitFor (fn, { timeoutMs = 30000, intervalMs = 20 } = {}) {
+  const end = Date.now() + timeoutMs
+  for (;;) {
+    const v = await fn()
+    if (v) return v
+    if (Date.now() > end) throw new Error('waitFor timed out')
+    await new Promise((resolve) => setTimeout(resolve, intervalMs))
+  }
+}

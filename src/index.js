@@ -38,6 +38,7 @@ export async function startSidecar (config, { logger = createLogger({ level: con
       await scheduler.stop(graceMs)
       await closing
       await store.close()
+      await Promise.all(Object.values(backends).map((b) => b.close()))
       if (!dispatcher) await agent.close()
       logger.info('stopped')
       logger.flush?.()

@@ -51,17 +51,25 @@ export function encodePath (p) {
   return p.split('/').map(encodeURIComponent).join('/')
 }
 
-// A streamed PUT with node:http rather than undici: Hadoop datanodes answer every PUT with an
-// unsolicited "100 Continue", which undici rejects as a bad response. Datanodes close the
-// connection after each answer anyway, so there is no pool to lose.
-export function putStream (url, { headers, signal, idleMs = 60000 }) {
+// Request bodies are streamed with node:http rather than undici, for two reasons seen against the
+// real servers: Hadoop datanodes answer every PUT with an unsolicited "100 Continue", which undici
+// rejects as a bad response; and undici destroys a stream body on its 'end', which can beat the
+// 'finish' that stream/promises.pipeline waits for ("Premature close"). A ClientRequest is a plain
+// Writable at the end of the pipeline. Responses, downloads and small calls stay on undici.
+export function putStream (url, { headers, signal, idleMs = 60000, agent = false }) {
   const target = new URL(url)
   const client = target.protocol === 'https:' ? https : http
-  const req = client.request(target, { method: 'PUT', headers, signal, agent: false })
+  const req = client.request(target, { method: 'PUT', headers, signal, agent })
   req.setTimeout(idleMs, () => req.destroy(Object.assign(new Error(`no progress for ${idleMs} ms`), { code: 'ETIMEDOUT' })))
   const done = new Promise((resolve, reject) => {
     req.once('error', reject)
     req.once('response', (res) => resolve({ statusCode: res.statusCode, headers: res.headers, body: res }))
   })
   return { stream: req, done }
+}
+
+// A keep-alive pool for streamed PUTs to one server (datanodes close every connection anyway).
+export function putAgent (url, maxSockets) {
+  const options = { keepAlive: true, keepAliveMsecs: 30000, maxSockets, scheduling: 'lifo' }
+  return new URL(url).protocol === 'https:' ? new https.Agent(options) : new http.Agent(options)
 }

@@ -1,11 +1,11 @@
 // HTTP/WebDAV backend (Apache httpd mod_dav and alike): PUT and GET, MKCOL for missing
 // collections, atomic publish by WebDAV MOVE with an Overwrite header.
-import { PassThrough } from 'node:stream'
-import { send, readSmall, firstLine, statusError, encodePath } from './http-util.js'
+import { send, putStream, putAgent, readSmall, firstLine, statusError, encodePath } from './http-util.js'
 
 export function createHttpBackend (target, { dispatcher }) {
   const base = new URL(target.url)
   const knownCollections = new Set() // collections we created or saw; PUT 409 clears it
+  const agent = putAgent(target.url, target.concurrency)
 
   const urlFor = (remote) => new URL(encodePath(remote.slice(1)), base)
 
@@ -63,16 +63,16 @@ export function createHttpBackend (target, { dispatcher }) {
 
     async openWrite (remote, { size, signal } = {}) {
       await ensureCollections(remote, signal)
-      const body = new PassThrough({ highWaterMark: 1 << 20 })
       const headers = { 'content-type': 'application/octet-stream' }
       if (size !== undefined) headers['content-length'] = String(size)
-      const done = send(urlFor(remote), { method: 'PUT', body, headers, dispatcher, signal }).then(async (res) => {
+      const put = putStream(urlFor(remote), { headers, signal, idleMs: target.timeouts?.idleMs, agent })
+      const done = put.done.then(async (res) => {
         if (res.statusCode === 409) knownCollections.clear() // a collection vanished under us
         if (res.statusCode < 200 || res.statusCode >= 300) throw await fail(res, `PUT ${remote}`)
-        await res.body.dump()
+        res.body.resume()
       })
-      done.catch((err) => body.destroy(err))
-      return { stream: body, done }
+      done.catch((err) => put.stream.destroy(err))
+      return { stream: put.stream, done }
     },
 
     async publish (tmp, remote, { overwrite, signal } = {}) {
@@ -92,6 +92,6 @@ export function createHttpBackend (target, { dispatcher }) {
       if (res.statusCode >= 300 && res.statusCode !== 404) throw statusError(res.statusCode, `DELETE ${remote}: HTTP ${res.statusCode}`)
     },
 
-    async close () {}
+    async close () { agent.destroy() }
   }
 }

@@ -1,7 +1,7 @@
 // The job pipeline in one place: accept → persist → schedule → transfer → verify/publish → record.
 // Per-target FIFO queues with a concurrency limit, retries with exponential backoff and jitter,
 // cancel and shutdown through each job's AbortController, pruning of finished jobs.
-import { upload, download } from './transfer.js'
+import { upload, download, finishPublish } from './transfer.js'
 import { parseJobRequest, newJob, sameRequest, FINAL_STATES } from './jobs.js'
 import { resolveSource, resolveDestination } from './paths.js'
 import {
@@ -67,7 +67,7 @@ export class Scheduler {
       this.unfinished++
       if (job.state === 'running') {
         job.state = 'queued'
-        job.bytes = 0
+        if (job.phase !== 'publishing') job.bytes = 0
         requeued++
       }
       if (job.nextAttemptAt && Date.parse(job.nextAttemptAt) > this.clock()) this.#later(job)
@@ -225,18 +225,27 @@ export class Scheduler {
 
   async #attempt (job, run) {
     const { signal } = run.controller
-    Object.assign(job, { state: 'running', attempts: job.attempts + 1, bytes: 0, error: null, nextAttemptAt: null })
+    Object.assign(job, { state: 'running', attempts: job.attempts + 1, error: null, nextAttemptAt: null })
+    if (job.phase !== 'publishing') job.bytes = 0
     job.startedAt ??= this.now()
     await this.#save(job)
     const target = this.config.targets[job.target]
     try {
-      const result = await TRANSFER[job.direction](job, {
+      const deps = {
         backend: this.backends[job.target],
         roots: this.config.roots,
         signal,
         onStart: ({ size }) => { job.size = size },
-        onProgress: (bytes) => { job.bytes = bytes }
-      })
+        onProgress: (bytes) => { job.bytes = bytes },
+        // Journaled before publishing, so a crash here is finished, not redone (see finishPublish).
+        onVerified: ({ bytes, sha256 }) => {
+          Object.assign(job, { phase: 'publishing', bytes, sha256 })
+          return this.#save(job)
+        }
+      }
+      const resumed = job.phase === 'publishing' ? await finishPublish(job, deps) : null
+      delete job.phase
+      const result = resumed ?? await TRANSFER[job.direction](job, deps)
       Object.assign(job, result)
       job.rate = Math.round(result.bytes / Math.max(0.001, (this.clock() - run.startedAt) / 1000))
       this.metrics.transferDone(job, target.type, 'succeeded', (this.clock() - run.startedAt) / 1000)
@@ -278,6 +287,7 @@ export class Scheduler {
   }
 
   async #finish (job, state, err) {
+    delete job.phase
     Object.assign(job, { state, error: err ? err.toJSON() : null, finishedAt: this.now(), nextAttemptAt: null })
     this.unfinished--
     await this.#save(job)

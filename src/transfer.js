@@ -4,6 +4,7 @@ import { Transform } from 'node:stream'
 import { pipeline, finished } from 'node:stream/promises'
 import { createReadStream, createWriteStream } from 'node:fs'
 import fs from 'node:fs/promises'
+import path from 'node:path'
 import { createHash } from 'node:crypto'
 import { openSource, openTemp, resolveDestination } from './paths.js'
 import { uploadTempPath } from './backends/index.js'
@@ -42,7 +43,7 @@ function verify ({ bytes, size, sha256, expected, what }) {
 }
 
 // Upload: local file → temp name on the target → verify → publish under the final name.
-export async function upload (job, { backend, roots, signal, onStart, onProgress }) {
+export async function upload (job, { backend, roots, signal, onStart, onProgress, onVerified }) {
   const source = await openSource(job.local, roots)
   const tmp = backend.atomic === false ? job.remote : uploadTempPath(job.remote, job.id)
   let written = false
@@ -60,6 +61,7 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     verify({ bytes: meter.bytes, size: source.size, sha256, expected: job.expectedSha256, what: job.local })
     const stored = await backend.stat(tmp, { signal })
     verify({ bytes: stored?.size, size: meter.bytes, what: `${job.target}:${tmp}` })
+    await onVerified?.({ bytes: meter.bytes, sha256 })
     if (tmp !== job.remote) await backend.publish(tmp, job.remote, { overwrite: job.overwrite, signal })
     written = false
     return { bytes: meter.bytes, size: source.size, sha256 }
@@ -70,7 +72,7 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
 }
 
 // Download: target → hidden temp file beside the destination → fsync → verify → rename into place.
-export async function download (job, { backend, roots, signal, onStart, onProgress }) {
+export async function download (job, { backend, roots, signal, onStart, onProgress, onVerified }) {
   const dest = await resolveDestination(job.local, roots)
   if (!job.overwrite && await exists(dest.path)) {
     throw new LocalExistsError(`${job.local} exists and overwrite is false`)
@@ -79,7 +81,7 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
   onStart?.({ size: src.size })
   let temp
   try {
-    temp = await openTemp(dest, `.${dest.name}.${job.id}.part`, roots)
+    temp = await openTemp(dest, downloadTempName(dest, job), roots)
   } catch (err) {
     src.stream.destroy()
     throw err
@@ -93,6 +95,7 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
     await finished(write)
     const sha256 = meter.digest()
     verify({ bytes: meter.bytes, size: src.size, sha256, expected: job.expectedSha256, what: `${job.target}:${job.remote}` })
+    await onVerified?.({ bytes: meter.bytes, sha256 })
     await publishLocal(temp.path, dest.path, job.overwrite)
     await syncDir(dest.dir)
     published = true
@@ -101,6 +104,48 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
     await temp.handle.close().catch(() => {})
     if (!published) await fs.unlink(temp.path).catch(() => {})
   }
+}
+
+const downloadTempName = (dest, job) => `.${dest.name}.${job.id}.part`
+
+// After a crash between "verified" (journaled with its size and sha256) and "succeeded", finish
+// the publish instead of transferring again, which would fail on overwrite=false. Returns null
+// when there is nothing to finish and the transfer must start over.
+export async function finishPublish (job, { backend, roots, signal }) {
+  const result = { bytes: job.bytes, size: job.bytes, sha256: job.sha256 }
+  if (job.direction === 'download') {
+    const dest = await resolveDestination(job.local, roots)
+    const tmp = path.join(dest.dir, downloadTempName(dest, job))
+    if ((await lstatOrNull(tmp))?.size === job.bytes) {
+      await publishLocal(tmp, dest.path, job.overwrite)
+      await syncDir(dest.dir)
+      return result
+    }
+    const final = await lstatOrNull(dest.path)
+    if (final?.isFile() && final.size === job.bytes && await sha256File(dest.path) === job.sha256) return result
+    return null
+  }
+  const tmp = backend.atomic === false ? job.remote : uploadTempPath(job.remote, job.id)
+  const temp = tmp === job.remote ? null : await backend.stat(tmp, { signal })
+  if (temp?.size === job.bytes) {
+    await backend.publish(tmp, job.remote, { overwrite: job.overwrite, signal })
+    return result
+  }
+  if (!temp && (await backend.stat(job.remote, { signal }))?.size === job.bytes) return result
+  return null
+}
+
+async function sha256File (file) {
+  const hash = createHash('sha256')
+  await pipeline(createReadStream(file, { highWaterMark: CHUNK }), hash)
+  return hash.digest('hex')
+}
+
+async function lstatOrNull (p) {
+  return fs.lstat(p).catch((err) => {
+    if (err.code === 'ENOENT') return null
+    throw err
+  })
 }
 
 async function exists (p) {

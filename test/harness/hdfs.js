@@ -236,7 +236,8 @@ export async function startHdfs({ datanodes = 1, ha = false, blocksize, base, ti
         process.stderr.write(`hdfs harness: unexpected stdout line: ${line}\n`);
         continue;
       }
-      release();
+      p.settle();
+      if (p.timedOut) continue; // already rejected; the JVM caught up
       if (line.startsWith('OK ')) p.resolve(line);
       else if (line.startsWith('ERR ')) p.reject(new Error(`hdfs harness: '${p.cmd}' failed: ${line.slice(4)}`));
       else p.reject(new Error(`hdfs harness: '${p.cmd}': unexpected answer: ${line}`));
@@ -283,20 +284,38 @@ export async function startHdfs({ datanodes = 1, ha = false, blocksize, base, ti
   exitPromise.then(() => {
     while (pending.length) {
       const p = pending.shift();
-      release();
-      p.reject(new Error(`hdfs harness: JVM exited (${exitInfo}) during '${p.cmd}'; last stderr lines:\n${stderrTail()}`));
+      p.settle();
+      if (!p.timedOut) {
+        p.reject(new Error(`hdfs harness: JVM exited (${exitInfo}) during '${p.cmd}'; last stderr lines:\n${stderrTail()}`));
+      }
     }
   });
 
   let stopping = null;
 
-  function command(cmdLine) {
+  /**
+   * Send one command line; resolves to 'OK <cmd>', rejects on 'ERR ...'.
+   * Commands run one at a time in the JVM, in the order sent. A command that
+   * does not answer within timeoutMs is rejected (the JVM may still be busy).
+   */
+  function command(cmdLine, { timeoutMs: cmdTimeoutMs = 120000 } = {}) {
     const cmd = String(cmdLine).trim();
     if (!cmd || /[\r\n]/.test(cmd)) return Promise.reject(new Error(`hdfs harness: bad command ${JSON.stringify(cmdLine)}`));
     if (exited) return Promise.reject(new Error(`hdfs harness: JVM already exited (${exitInfo})`));
     if (stopping) return Promise.reject(new Error('hdfs harness: cluster is stopping'));
     return new Promise((resolve, reject) => {
-      pending.push({ cmd, resolve, reject });
+      const entry = { cmd, resolve, reject, timedOut: false, settled: false };
+      const timer = setTimeout(() => {
+        entry.timedOut = true;
+        reject(new Error(`hdfs harness: '${cmd}' got no answer within ${cmdTimeoutMs} ms; last stderr lines:\n${stderrTail()}`));
+      }, cmdTimeoutMs);
+      entry.settle = () => {
+        if (entry.settled) return;
+        entry.settled = true;
+        clearTimeout(timer);
+        release();
+      };
+      pending.push(entry);
       hold();
       child.stdin.write(`${cmd}\n`);
     });

@@ -11,6 +11,8 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.TimeoutException;
+import java.util.function.BooleanSupplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 
@@ -24,6 +26,8 @@ import org.apache.hadoop.hdfs.HdfsConfiguration;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 import org.apache.hadoop.hdfs.MiniDFSCluster.DataNodeProperties;
 import org.apache.hadoop.hdfs.MiniDFSNNTopology;
+import org.apache.hadoop.hdfs.protocol.HdfsConstants.DatanodeReportType;
+import org.apache.hadoop.hdfs.server.blockmanagement.DatanodeDescriptor;
 import org.apache.hadoop.hdfs.server.datanode.DataNode;
 import org.apache.hadoop.hdfs.server.namenode.NameNode;
 import org.apache.hadoop.security.UserGroupInformation;
@@ -51,6 +55,9 @@ public final class MiniHdfs {
 
   /** The real stdout: the control channel. System.out is redirected to stderr. */
   private static PrintStream control;
+
+  /** Limit for the waits inside restart commands. */
+  private static final long WAIT_MS = 60_000;
 
   private final MiniDFSCluster cluster;
   private final boolean ha;
@@ -269,8 +276,7 @@ public final class MiniHdfs {
         break;
       case "restart-namenode":
         argc(w, 2);
-        // Comes back on the same ports. In HA mode it comes back as standby.
-        cluster.restartNameNode(nnIndex(w[1], false), true);
+        restartNameNode(nnIndex(w[1], false));
         break;
       case "stop-datanode":
         argc(w, 2);
@@ -345,13 +351,61 @@ public final class MiniHdfs {
       stopDataNode(i);
     }
     DataNodeProperties props = dnStopped[i];
+    long since = System.currentTimeMillis();
     int before = cluster.getDataNodes().size();
     cluster.restartDataNode(props, true);
     DataNode dn = cluster.getDataNodes().get(before);
     dnRunning[i] = dn;
     dnStopped[i] = null;
-    cluster.waitDatanodeFullyStarted(dn, 60_000);
-    cluster.waitActive();
+    // Not cluster.waitActive(): it waits until the namenode's live count equals
+    // the running count, forever if another datanode is stopped but not yet
+    // expired (~10 min). Wait for this datanode only.
+    waitFor("datanode " + i + " to start", dn::isDatanodeFullyStarted);
+    for (int n = 0; n < cluster.getNumNameNodes(); n++) {
+      NameNode nn = cluster.getNameNode(n);
+      if (nn != null) {
+        waitFor("datanode " + i + " to heartbeat namenode " + n,
+            () -> heartbeatSeen(nn, dn.getDatanodeUuid(), since));
+      }
+    }
+  }
+
+  /**
+   * Restart namenode i on the same ports (in HA it comes back as standby), then
+   * wait until every running datanode heartbeated it and it left safe mode.
+   */
+  private void restartNameNode(int i) throws Exception {
+    cluster.restartNameNode(i, false);
+    NameNode nn = cluster.getNameNode(i);
+    for (int d = 0; d < dnRunning.length; d++) {
+      DataNode dn = dnRunning[d];
+      if (dn != null) {
+        waitFor("datanode " + d + " to register with namenode " + i,
+            () -> heartbeatSeen(nn, dn.getDatanodeUuid(), 0));
+      }
+    }
+    waitFor("namenode " + i + " to leave safe mode (blocks only on stopped datanodes?)",
+        () -> !nn.isInSafeMode());
+  }
+
+  private static boolean heartbeatSeen(NameNode nn, String uuid, long since) {
+    for (DatanodeDescriptor d : nn.getNamesystem().getBlockManager().getDatanodeManager()
+        .getDatanodeListForReport(DatanodeReportType.LIVE)) {
+      if (d.getDatanodeUuid().equals(uuid) && d.getCapacity() > 0 && d.getLastUpdate() > since) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private static void waitFor(String what, BooleanSupplier cond) throws Exception {
+    long deadline = System.nanoTime() + WAIT_MS * 1_000_000L;
+    while (!cond.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new TimeoutException("timed out after " + WAIT_MS + " ms waiting for " + what);
+      }
+      Thread.sleep(100);
+    }
   }
 
   /** Index of the first running, active namenode. */

@@ -18,9 +18,9 @@ async function seed ({ direction, local, remote, bytes, sha256 }) {
   await fs.mkdir(path.join(stateDir, 'jobs'))
   const now = new Date().toISOString()
   const job = {
-    id: 'crashed-job-1', direction, target: 'local', local, remote, overwrite: false, expectedSha256: null,
-    state: 'running', phase: 'publishing', attempts: 1, bytes, size: bytes, sha256, rate: null, error: null,
-    createdAt: now, updatedAt: now, startedAt: now, finishedAt: null, nextAttemptAt: null
+    ...{ id: 'crashed-job-1', direction, target: 'local', local, remote, overwrite: false, expectedSha256: null },
+    ...{ state: 'running', phase: 'publishing', attempts: 1, bytes, size: bytes, sha256, rate: null, error: null },
+    ...{ createdAt: now, updatedAt: now, startedAt: now, finishedAt: null, nextAttemptAt: null }
   }
   await fs.writeFile(path.join(stateDir, 'jobs', 'jobs.journal'), JSON.stringify({ op: 'put', job }) + '\n')
   return stateDir

@@ -304,16 +304,20 @@ export async function startHdfs({ datanodes = 1, ha = false, blocksize, base, ti
     if (exited) return Promise.reject(new Error(`hdfs harness: JVM already exited (${exitInfo})`));
     if (stopping) return Promise.reject(new Error('hdfs harness: cluster is stopping'));
     return new Promise((resolve, reject) => {
-      const entry = { cmd, resolve, reject, timedOut: false, settled: false };
+      const entry = { cmd, resolve, reject, timedOut: false, held: true };
+      const unhold = () => {
+        if (!entry.held) return;
+        entry.held = false;
+        release();
+      };
       const timer = setTimeout(() => {
-        entry.timedOut = true;
+        entry.timedOut = true; // stays queued so later answers line up
+        unhold();
         reject(new Error(`hdfs harness: '${cmd}' got no answer within ${cmdTimeoutMs} ms; last stderr lines:\n${stderrTail()}`));
       }, cmdTimeoutMs);
       entry.settle = () => {
-        if (entry.settled) return;
-        entry.settled = true;
         clearTimeout(timer);
-        release();
+        unhold();
       };
       pending.push(entry);
       hold();

@@ -1,0 +1,26 @@
+# transfer-sidecar: runs beside php-fpm (same pod / network namespace), so the default listener
+# 127.0.0.1:8765 and the unix socket in the state volume are what PHP talks to.
+FROM node:20-slim
+
+ENV NODE_ENV=production \
+    STATE_DIRECTORY=/var/lib/transfer-sidecar \
+    SIDECAR_HEALTH_URL=http://127.0.0.1:8765/healthz
+WORKDIR /app
+
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+COPY bin ./bin
+COPY src ./src
+COPY README.md CHANGELOG.md ./
+
+# The image's unprivileged "node" user owns the state dir (journal, socket, default store).
+RUN mkdir -p /var/lib/transfer-sidecar && chown node:node /var/lib/transfer-sidecar
+USER node
+VOLUME ["/var/lib/transfer-sidecar"]
+EXPOSE 8765
+
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
+  CMD ["node", "-e", "fetch(process.env.SIDECAR_HEALTH_URL).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+
+# Mount a config and set SIDECAR_CONFIG=/etc/transfer-sidecar/config.json for real targets.
+ENTRYPOINT ["node", "bin/transfer-sidecar.js"]

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs everything the test suites need on a fresh Debian 12 machine and runs every suite:
+# Debian packages (Apache httpd with mod_dav, curl, a JDK and Maven when missing), the npm
+# dependencies, the Hadoop jars for the MiniDFSCluster harness (Maven), then lint + vitest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=()
+for p in apache2 curl; do dpkg -s "$p" >/dev/null 2>&1 || packages+=("$p"); done
+command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || packages+=(maven)
+if [ ${#packages[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  echo "test-all: installing Debian packages: ${packages[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}"
+fi
+
+echo "test-all: npm ci"
+npm ci --no-audit --no-fund
+
+echo "test-all: building the MiniDFSCluster harness (Maven)"
+node --input-type=module -e "await (await import('./test/harness/hdfs.js')).buildHdfsHarness({ force: false })"
+
+echo "test-all: lint and test suites"
+npm test

@@ -1,0 +1,38 @@
+// The README is part of the interface: every error code and config key must be documented there,
+// and every code documented must exist.
+import { describe, it, expect } from 'vitest'
+import fs from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { API_ERROR_CODES, JOB_ERROR_CODES } from '../src/errors.js'
+import { DEFAULTS } from '../src/config.js'
+
+const readme = fs.readFileSync(new URL('../README.md', import.meta.url), 'utf8')
+const section = (title) => readme.slice(readme.indexOf(title), readme.indexOf('\n## ', readme.indexOf(title) + 1))
+const codesIn = (text) => [...text.matchAll(/^\| ((?:`[A-Z0-9_]+`(?:, )?)+) \|/gm)].flatMap((m) => m[1].match(/[A-Z0-9_]+/g))
+
+describe('README', () => {
+  it('documents exactly the error codes the code has', () => {
+    const documented = new Set(codesIn(section('### Error codes')))
+    expect([...documented].sort()).toEqual([...new Set([...API_ERROR_CODES, ...JOB_ERROR_CODES])].sort())
+  })
+
+  it('documents every config key', () => {
+    const table = section('## Configuration')
+    const keys = ['listen', 'stateDir', 'roots', 'token', 'socketMode', 'socketGroup', 'shutdownGraceMs', 'logLevel', 'targets',
+      ...Object.keys(DEFAULTS.queue).map((k) => `queue.${k}`), ...Object.keys(DEFAULTS.retry).map((k) => `retry.${k}`),
+      ...Object.keys(DEFAULTS.timeouts).map((k) => `timeouts.${k}`),
+      'webhdfs.namenodes', 'webhdfs.user', 'webhdfs.base', 'http.url', 'http.atomic', 'file.dir', 'targets.*.concurrency']
+    for (const key of keys) expect(table, key).toContain(`\`${key}\``)
+  })
+
+  it('quick start test command is what .ci/run runs', () => {
+    const ci = fs.readFileSync(new URL('../.ci/run', import.meta.url), 'utf8')
+    expect(readme).toContain('bash scripts/test-all.sh')
+    expect(ci).toContain('bash scripts/test-all.sh')
+  })
+
+  it('--help names every flag the CLI accepts', () => {
+    const help = execFileSync(process.execPath, [new URL('../bin/transfer-sidecar.js', import.meta.url).pathname, '--help'], { encoding: 'utf8' })
+    for (const flag of ['--config', '--check-config', '--help', '--version', 'SIDECAR_CONFIG', 'STATE_DIRECTORY']) expect(help).toContain(flag)
+  })
+})

@@ -1,0 +1,92 @@
+import { describe, it, expect } from 'vitest'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import { validateConfig, loadConfig, embeddedConfig, ConfigError } from '../src/config.js'
+import { tempDir } from './helpers/sidecar.js'
+
+const run = promisify(execFile)
+const BIN = new URL('../bin/transfer-sidecar.js', import.meta.url).pathname
+
+async function base () {
+  const dir = await tempDir('config-')
+  return { stateDir: dir, roots: [dir], targets: { local: { type: 'file', dir: path.join(dir, 'store') } } }
+}
+
+function fieldOf (raw) {
+  try {
+    validateConfig(raw)
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError)
+    return err.field
+  }
+  throw new Error('config was accepted')
+}
+
+describe('config validation', () => {
+  it('fills defaults and freezes the result', async () => {
+    const c = validateConfig(await base())
+    expect(c.listen.map((l) => l.type)).toEqual(['tcp', 'unix'])
+    expect(c.listen[0]).toMatchObject({ host: '127.0.0.1', port: 8765 })
+    expect(c.targets.local.concurrency).toBe(4)
+    expect(c.targets.local.retry).toEqual({ attempts: 5, baseDelayMs: 1000, maxDelayMs: 60000 })
+    expect(c.socketMode).toBe(0o660)
+    expect(Object.isFrozen(c) && Object.isFrozen(c.targets.local)).toBe(true)
+  })
+
+  it.each([
+    ['an unknown top-level key', (c) => ({ ...c, listn: [] }), 'listn'],
+    ['a non-loopback listener without token', (c) => ({ ...c, listen: ['0.0.0.0:8765'] }), 'listen[0]'],
+    ['an unparsable listener', (c) => ({ ...c, listen: ['8765'] }), 'listen[0]'],
+    ['a relative root', (c) => ({ ...c, roots: ['uploads'] }), 'roots[0]'],
+    ['a missing root', (c) => ({ ...c, roots: ['/nonexistent/dir'] }), 'roots[0]'],
+    ['/ as root', (c) => ({ ...c, roots: ['/'] }), 'roots'],
+    ['a short token', (c) => ({ ...c, token: 'short' }), 'token'],
+    ['a bad socket mode', (c) => ({ ...c, socketMode: '999' }), 'socketMode'],
+    ['a negative queue limit', (c) => ({ ...c, queue: { limit: -1 } }), 'queue.limit'],
+    ['zero attempts', (c) => ({ ...c, retry: { attempts: 0 } }), 'retry.attempts'],
+    ['no targets', (c) => ({ ...c, targets: {} }), 'targets'],
+    ['an unknown target type', (c) => ({ ...c, targets: { x: { type: 's3' } } }), 'targets.x.type'],
+    ['a bad target name', (c) => ({ ...c, targets: { 'a b': { type: 'file', dir: '/tmp' } } }), 'targets.a b'],
+    ['webhdfs without namenodes', (c) => ({ ...c, targets: { h: { type: 'webhdfs' } } }), 'targets.h.namenodes'],
+    ['a namenode with a path', (c) => ({ ...c, targets: { h: { type: 'webhdfs', namenodes: ['http://nn:9870/webhdfs/v1'] } } }), 'targets.h.namenodes[0]'],
+    ['an http target with credentials', (c) => ({ ...c, targets: { f: { type: 'http', url: 'http://u:p@h/' } } }), 'targets.f.url'],
+    ['an unknown target key', (c) => ({ ...c, targets: { f: { type: 'http', url: 'http://h/', pasword: 'x' } } }), 'targets.f.pasword'],
+    ['a zero concurrency', (c) => ({ ...c, targets: { f: { type: 'http', url: 'http://h/', concurrency: 0 } } }), 'targets.f.concurrency']
+  ])('names the field for %s', async (label, change, field) => {
+    expect(fieldOf(change(await base()))).toBe(field)
+  })
+
+  it('allows a non-loopback listener with a token', async () => {
+    const c = validateConfig({ ...await base(), listen: ['0.0.0.0:8765'], token: 'x'.repeat(32) })
+    expect(c.listen[0].host).toBe('0.0.0.0')
+  })
+
+  it('embedded default: loopback, a socket and a local target under the state dir', () => {
+    const raw = embeddedConfig({ STATE_DIRECTORY: '/var/lib/ts' })
+    expect(raw.listen).toEqual(['127.0.0.1:8765', 'unix:/var/lib/ts/sidecar.sock'])
+    expect(raw.targets.local).toEqual({ type: 'file', dir: '/var/lib/ts/store' })
+    expect(raw.roots).toEqual(['/var/lib/ts/files'])
+  })
+
+  it('reports a bad file with its path', async () => {
+    const dir = await tempDir()
+    const file = path.join(dir, 'c.json')
+    await fs.writeFile(file, '{ nope')
+    expect(() => loadConfig({ file })).toThrow(/c\.json: not valid JSON/)
+  })
+
+  it('the CLI exits 2 with the field named, and --check-config hides the token', async () => {
+    const dir = await tempDir()
+    const file = path.join(dir, 'c.json')
+    await fs.writeFile(file, JSON.stringify({ ...await base(), targets: { h: { type: 'webhdfs', namenodes: ['ftp://x'] } } }))
+    const bad = await run(process.execPath, [BIN, '--config', file]).catch((e) => e)
+    expect(bad.code).toBe(2)
+    expect(bad.stderr).toContain('targets.h.namenodes[0]')
+    await fs.writeFile(file, JSON.stringify({ ...await base(), token: 'secret-token-0123456789' }))
+    const ok = await run(process.execPath, [BIN, '--check-config'], { env: { ...process.env, SIDECAR_CONFIG: file } })
+    expect(ok.stdout).not.toContain('secret-token-0123456789')
+    expect(JSON.parse(ok.stdout).token).toBe('[set]')
+  })
+})

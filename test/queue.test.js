@@ -1,0 +1,64 @@
+// Queue limits, per-target concurrency, pruning and socket ownership, with a slow fault server
+// standing in for a busy backend.
+import { describe, it, expect, beforeAll, afterAll } from 'vitest'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { execFileSync } from 'node:child_process'
+import { startFaultServer } from './harness/faults.js'
+import { startTestSidecar, tempDir, waitFor } from './helpers/sidecar.js'
+
+const MiB = 1 << 20
+let faults, sc, root
+
+beforeAll(async () => {
+  faults = await startFaultServer()
+  root = await tempDir('queue-root-')
+  sc = await startTestSidecar({
+    roots: [root],
+    extra: { queue: { limit: 3, retentionSeconds: 3600 }, socketGroup: 'www-data' },
+    targets: { slow: { type: 'http', url: faults.url, atomic: false, concurrency: 1 } }
+  })
+})
+afterAll(async () => {
+  await sc?.stop({ graceMs: 0 })
+  await faults?.stop()
+})
+
+describe('queue', () => {
+  it('runs one job at a time per target at concurrency 1 and answers 429 with Retry-After when full', async () => {
+    const submit = (i) => sc.api.submit({ direction: 'download', target: 'slow', local: path.join(root, `q${i}`), remote: `/slow/${MiB}/${2 * MiB}` })
+    const ids = []
+    for (let i = 0; i < 3; i++) ids.push((await submit(i)).json.id)
+    const states = await Promise.all(ids.map(async (id) => (await sc.api.job(id)).json.state))
+    expect(states).toEqual(['running', 'queued', 'queued'])
+    const full = await submit(3)
+    expect(full.status).toBe(429)
+    expect(full.json.error.code).toBe('QUEUE_FULL')
+    expect(full.headers['retry-after']).toBe('1')
+    for (const id of ids) expect((await sc.api.job(id, 30)).json.state).toBe('succeeded')
+    expect((await submit(4)).status).toBe(202)
+    await waitFor(async () => sc.scheduler.stats().unfinished === 0)
+  })
+
+  it('prunes finished jobs after the retention time, from memory and journal', async () => {
+    await fs.writeFile(path.join(root, 'p'), 'p')
+    const { json } = await sc.api.submit({ direction: 'upload', target: 'slow', local: path.join(root, 'p'), remote: '/store/p' })
+    expect((await sc.api.job(json.id, 10)).json.state).toBe('succeeded')
+    const realClock = sc.scheduler.clock
+    sc.scheduler.clock = () => realClock() + 3601 * 1000
+    try {
+      await sc.scheduler.prune()
+    } finally {
+      sc.scheduler.clock = realClock
+    }
+    expect((await sc.api.job(json.id)).status).toBe(404)
+    await sc.scheduler.store.compact()
+    const journal = await fs.readFile(path.join(sc.stateDir, 'jobs', 'jobs.journal'), 'utf8')
+    expect(journal).not.toContain(json.id)
+  })
+
+  it('gives the unix socket the configured group', async () => {
+    const gid = Number(execFileSync('getent', ['group', 'www-data'], { encoding: 'utf8' }).split(':')[2])
+    expect((await fs.stat(sc.socket)).gid).toBe(gid)
+  })
+})

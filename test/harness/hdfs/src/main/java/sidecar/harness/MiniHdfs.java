@@ -132,8 +132,6 @@ public final class MiniHdfs {
     conf.set("hadoop.tmp.dir", new File(baseDir, "hadoop-tmp").getAbsolutePath());
     conf.setBoolean("dfs.webhdfs.enabled", true);
     conf.setBoolean(DFSConfigKeys.DFS_PERMISSIONS_ENABLED_KEY, true);
-    conf.set(DFSConfigKeys.DFS_NAMENODE_RPC_ADDRESS_KEY, "127.0.0.1:0");
-    conf.set(DFSConfigKeys.DFS_NAMENODE_HTTP_ADDRESS_KEY, "127.0.0.1:0");
     // Replication follows the datanode count (max 3), so files are not
     // permanently under-replicated on small clusters.
     conf.setInt(DFSConfigKeys.DFS_REPLICATION_KEY, Math.max(1, Math.min(3, datanodes)));
@@ -147,6 +145,7 @@ public final class MiniHdfs {
       conf.setLong(DFSConfigKeys.DFS_BLOCK_SIZE_KEY, blocksize);
       conf.setLong(DFSConfigKeys.DFS_NAMENODE_MIN_BLOCK_SIZE_KEY, 0);
     }
+
     long t0 = System.nanoTime();
     MiniDFSCluster.Builder builder = new MiniDFSCluster.Builder(conf, baseDir)
         .numDataNodes(datanodes)
@@ -157,9 +156,10 @@ public final class MiniHdfs {
     } else {
       builder.nameNodePort(0).nameNodeHttpPort(0);
     }
-    MiniDFSCluster cluster = builder.build();
+    MiniDFSCluster cluster = null;
     boolean quit = false;
     try {
+      cluster = builder.build();
       cluster.waitActive();
       if (ha) {
         cluster.transitionToActive(0);
@@ -173,7 +173,9 @@ public final class MiniHdfs {
       quit = h.loop();
     } finally {
       try {
-        cluster.shutdown(true);
+        if (cluster != null) {
+          cluster.shutdown(true);
+        }
       } catch (Throwable t) {
         System.err.println("MiniHdfs: error during shutdown: " + t);
       }

@@ -15,7 +15,7 @@ export class ConfigError extends Error {
 
 const TARGET_NAME = /^[A-Za-z0-9_.-]{1,64}$/
 const KNOWN_TOP = new Set(['listen', 'stateDir', 'roots', 'token', 'socketMode', 'socketGroup', 'targets',
-  'queue', 'retry', 'timeouts', 'shutdownGraceMs', 'logLevel'])
+  'queue', 'retry', 'timeouts', 'shutdownGraceMs', 'logLevel', 'spool', 'callbacks'])
 const TARGET_COMMON = ['type', 'concurrency', 'retry', 'timeouts']
 const TARGET_KEYS = {
   webhdfs: [...TARGET_COMMON, 'namenodes', 'user', 'base'],
@@ -30,6 +30,8 @@ export const DEFAULTS = Object.freeze({
   retry: { attempts: 5, baseDelayMs: 1000, maxDelayMs: 60000 },
   timeouts: { connectMs: 10000, idleMs: 60000 },
   concurrency: 4,
+  spool: { intervalMs: 1000 },
+  callbacks: { attempts: 8, baseDelayMs: 1000, maxDelayMs: 60000, timeoutMs: 10000 },
   shutdownGraceMs: 10000,
   logLevel: 'info'
 })
@@ -197,6 +199,29 @@ function remoteBase (value, field) {
   return '/' + value.split('/').filter(Boolean).join('/')
 }
 
+function validateSpool (value, stateDir) {
+  if (value !== undefined && !isObject(value)) throw new ConfigError('spool', 'must be an object')
+  const { dir, ...rest } = value ?? {}
+  const out = section(rest, 'spool', DEFAULTS.spool)
+  out.dir = realDir(dir ?? path.join(stateDir, 'spool'), 'spool.dir', { create: true })
+  return Object.freeze(out)
+}
+
+function validateCallbacks (value) {
+  if (value !== undefined && !isObject(value)) throw new ConfigError('callbacks', 'must be an object')
+  const { allow = [], secret = null, ...rest } = value ?? {}
+  if (!Array.isArray(allow)) throw new ConfigError('callbacks.allow', 'must be an array of URL prefixes, e.g. ["http://127.0.0.1:8080/hooks/"]')
+  const prefixes = allow.map((p, i) => {
+    const url = httpUrl(p, `callbacks.allow[${i}]`)
+    if (!url.pathname.endsWith('/')) throw new ConfigError(`callbacks.allow[${i}]`, 'must end with "/" so that it is a path prefix')
+    return url.href
+  })
+  if (secret !== null && (typeof secret !== 'string' || secret.length < 16)) throw new ConfigError('callbacks.secret', 'must be null or a string of at least 16 characters')
+  const out = section(rest, 'callbacks', DEFAULTS.callbacks)
+  if (out.attempts < 1) throw new ConfigError('callbacks.attempts', 'must be at least 1')
+  return Object.freeze({ ...out, allow: Object.freeze(prefixes), secret })
+}
+
 export function validateConfig (raw, { env = process.env } = {}) {
   if (!isObject(raw)) throw new ConfigError('(top level)', 'must be a JSON object')
   checkKeys(raw, [...KNOWN_TOP], '')
@@ -245,11 +270,17 @@ export function validateConfig (raw, { env = process.env } = {}) {
     timeouts: Object.freeze(timeouts),
     shutdownGraceMs: int(raw.shutdownGraceMs, 'shutdownGraceMs', { min: 0, max: 600000, fallback: DEFAULTS.shutdownGraceMs }),
     logLevel,
+    spool: validateSpool(raw.spool, stateDir),
+    callbacks: validateCallbacks(raw.callbacks),
     targets: Object.freeze(targets)
   })
 }
 
 // What is safe to log or print: the token is never shown.
 export function describeConfig (config) {
-  return { ...config, token: config.token ? '[set]' : null }
+  return {
+    ...config,
+    token: config.token ? '[set]' : null,
+    callbacks: { ...config.callbacks, secret: config.callbacks.secret ? '[set]' : null }
+  }
 }

@@ -37,6 +37,8 @@ export const JobNotFoundError = define('JOB_NOT_FOUND', 404)
 export const JobConflictError = define('JOB_CONFLICT', 409)
 export const JobFinishedError = define('JOB_FINISHED', 409)
 export const UnknownTargetError = define('UNKNOWN_TARGET', 400)
+export const CallbackNotAllowedError = define('CALLBACK_NOT_ALLOWED', 400)
+export const RangeNotSatisfiableError = define('RANGE_NOT_SATISFIABLE', 416)
 export const PathNotAllowedError = define('PATH_NOT_ALLOWED', 403)
 export const InvalidPathError = define('INVALID_PATH', 400)
 export const LocalNotFoundError = define('LOCAL_NOT_FOUND', 422)
@@ -63,8 +65,8 @@ export const CancelledError = define('CANCELLED', 409)
 export const API_ERROR_CODES = [
   InvalidJsonError, InvalidRequestError, PayloadTooLargeError, UnauthorizedError, RouteNotFoundError,
   MethodNotAllowedError, JobNotFoundError, JobConflictError, JobFinishedError, UnknownTargetError,
-  PathNotAllowedError, InvalidPathError, LocalNotFoundError, QueueFullError, ShuttingDownError,
-  StoreUnavailableError, InternalError
+  CallbackNotAllowedError, RangeNotSatisfiableError, PathNotAllowedError, InvalidPathError, LocalNotFoundError,
+  QueueFullError, ShuttingDownError, StoreUnavailableError, InternalError
 ].map((e) => e.code)
 
 export const JOB_ERROR_CODES = [

@@ -8,6 +8,8 @@ import { Scheduler } from './scheduler.js'
 import { createMetrics } from './metrics.js'
 import { createApp } from './http/app.js'
 import { listenAll, closeAll } from './listeners.js'
+import { createSpool } from './spool.js'
+import { createCallbackSender } from './callbacks.js'
 
 export { loadConfig, validateConfig, ConfigError } from './config.js'
 
@@ -26,7 +28,12 @@ export async function startSidecar (config, { logger = createLogger({ level: con
   const metrics = createMetrics({ scheduler: () => scheduler })
   scheduler = new Scheduler({ config, store, backends, metrics, logger, clock })
   await scheduler.recover()
-  const app = createApp({ config, scheduler, metrics, logger })
+  const callbacks = createCallbackSender({ config, dispatcher: agent, logger, metrics, save: (job) => scheduler.save(job), view: (job) => scheduler.view(job), clock })
+  scheduler.callbacks = callbacks
+  for (const job of scheduler.pendingCallbacks()) callbacks.deliver(job)
+  const spool = createSpool({ config, scheduler, logger, metrics })
+  await spool.start()
+  const app = createApp({ config, scheduler, backends, metrics, logger })
   const servers = await listenAll(app, config)
   logger.info({ listen: servers.map((s) => s.address), targets: Object.keys(config.targets) }, 'transfer-sidecar listening')
 
@@ -35,7 +42,9 @@ export async function startSidecar (config, { logger = createLogger({ level: con
     stopping ??= (async () => {
       logger.info({ graceMs }, 'shutting down')
       const closing = closeAll(servers, Math.min(graceMs, 1000))
+      await spool.stop()
       await scheduler.stop(graceMs)
+      callbacks.stop()
       await closing
       await store.close()
       await Promise.all(Object.values(backends).map((b) => b.close()))
@@ -46,5 +55,5 @@ export async function startSidecar (config, { logger = createLogger({ level: con
     return stopping
   }
 
-  return { config, scheduler, metrics, servers, stop, logger }
+  return { config, scheduler, metrics, servers, spool, stop, logger }
 }

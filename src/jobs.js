@@ -1,23 +1,23 @@
 // The job record: what a caller may ask for, what is persisted, and what the API shows.
 import crypto from 'node:crypto'
-import { InvalidRequestError, UnknownTargetError } from './errors.js'
+import { InvalidRequestError, UnknownTargetError, CallbackNotAllowedError } from './errors.js'
 import { checkLocalSyntax, normalizeRemote } from './paths.js'
 
 export const STATES = Object.freeze(['queued', 'running', 'succeeded', 'failed', 'cancelled'])
 export const FINAL_STATES = new Set(['succeeded', 'failed', 'cancelled'])
-const FIELDS = new Set(['id', 'direction', 'target', 'local', 'remote', 'overwrite', 'sha256'])
+const FIELDS = new Set(['id', 'direction', 'target', 'local', 'remote', 'overwrite', 'sha256', 'callback'])
 const ID = /^[A-Za-z0-9_-]{8,64}$/
 const SHA256 = /^[0-9a-fA-F]{64}$/
 
 // Validates a POST /v1/jobs body; throws a 4xx SidecarError naming the field.
-export function parseJobRequest (body, targets) {
+export function parseJobRequest (body, { targets, callbacks }) {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
     throw new InvalidRequestError('the body must be a JSON object')
   }
   for (const key of Object.keys(body)) {
     if (!FIELDS.has(key)) throw new InvalidRequestError(`unknown field ${JSON.stringify(key.slice(0, 64))}`)
   }
-  const { id, direction, target, local, remote, overwrite = false, sha256 } = body
+  const { id, direction, target, local, remote, overwrite = false, sha256, callback } = body
   if (id !== undefined && (typeof id !== 'string' || !ID.test(id))) {
     throw new InvalidRequestError('id must be 8–64 characters of A-Z a-z 0-9 _ -')
   }
@@ -37,8 +37,26 @@ export function parseJobRequest (body, targets) {
     local: checkLocalSyntax(local),
     remote: normalizeRemote(remote),
     overwrite,
-    expectedSha256: sha256 ? sha256.toLowerCase() : null
+    expectedSha256: sha256 ? sha256.toLowerCase() : null,
+    callback: callback === undefined || callback === null ? null : checkCallback(callback, callbacks.allow)
   }
+}
+
+// A callback must fall under a configured prefix after URL normalisation (so "/hooks/../admin"
+// does not pass as "/hooks/"); no credentials, no fragment.
+function checkCallback (callback, allow) {
+  if (typeof callback !== 'string' || callback.length > 2048) throw new InvalidRequestError('callback must be a URL string')
+  let url
+  try {
+    url = new URL(callback)
+  } catch {
+    throw new InvalidRequestError('callback must be an absolute URL')
+  }
+  if (url.username || url.password || url.hash) throw new CallbackNotAllowedError('callback must not carry credentials or a fragment')
+  if (!allow.some((prefix) => url.href.startsWith(prefix))) {
+    throw new CallbackNotAllowedError('callback is not under a prefix listed in callbacks.allow')
+  }
+  return url.href
 }
 
 export function newJobId () {
@@ -54,6 +72,8 @@ export function newJob (spec, now) {
     remote: spec.remote,
     overwrite: spec.overwrite,
     expectedSha256: spec.expectedSha256,
+    callback: spec.callback,
+    callbackState: null,
     state: 'queued',
     attempts: 0,
     bytes: 0,
@@ -72,5 +92,6 @@ export function newJob (spec, now) {
 // Same request twice (a client retrying with its own id) is not a conflict.
 export function sameRequest (job, spec) {
   return job.direction === spec.direction && job.target === spec.target && job.local === spec.local &&
-    job.remote === spec.remote && job.overwrite === spec.overwrite && job.expectedSha256 === spec.expectedSha256
+    job.remote === spec.remote && job.overwrite === spec.overwrite && job.expectedSha256 === spec.expectedSha256 &&
+    (job.callback ?? null) === spec.callback
 }

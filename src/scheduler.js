@@ -29,6 +29,7 @@ class Fifo {
 
 export class Scheduler {
   constructor ({ config, store, backends, metrics, logger, clock = Date.now, random = Math.random }) {
+    this.callbacks = null // set by the wiring: createCallbackSender
     this.config = config
     this.store = store
     this.backends = backends
@@ -81,7 +82,7 @@ export class Scheduler {
 
   async submit (body) {
     if (this.stopping) throw new ShuttingDownError('the sidecar is shutting down; retry on another instance or later')
-    const spec = parseJobRequest(body, this.config.targets)
+    const spec = parseJobRequest(body, this.config)
     if (spec.direction === 'upload') await resolveSource(spec.local, this.config.roots)
     else await resolveDestination(spec.local, this.config.roots)
 
@@ -113,6 +114,22 @@ export class Scheduler {
     this.#log(job)
     this.#enqueue(job)
     return { job, created: true, state: 'queued' }
+  }
+
+  // The job as the API shows it: the record plus the live rate of a running transfer.
+  view (job) {
+    const run = this.running.get(job.id)
+    const rate = run ? Math.round(job.bytes / Math.max(0.001, (this.clock() - run.startedAt) / 1000)) : job.rate
+    return { ...job, rate }
+  }
+
+  // Finished jobs whose completion callback was not delivered before the last stop.
+  pendingCallbacks () {
+    return [...this.jobs.values()].filter((j) => FINAL_STATES.has(j.state) && j.callbackState === 'pending')
+  }
+
+  save (job) {
+    return this.#save(job)
   }
 
   get (id) {
@@ -289,11 +306,13 @@ export class Scheduler {
   async #finish (job, state, err) {
     delete job.phase
     Object.assign(job, { state, error: err ? err.toJSON() : null, finishedAt: this.now(), nextAttemptAt: null })
+    if (job.callback) job.callbackState = 'pending'
     this.unfinished--
     await this.#save(job)
     this.metrics.jobFinished(job)
     const set = this.waiters.get(job.id)
     if (set) for (const fn of [...set]) fn()
+    if (job.callback) this.callbacks?.deliver(job)
   }
 
   async #save (job) {

@@ -25,7 +25,7 @@ export function createFileBackend (target) {
       }
     },
 
-    async openRead (remote, { offset = 0 } = {}) {
+    async openRead (remote, { offset = 0, length } = {}) {
       let handle
       try {
         handle = await fs.open(full(remote), 'r')
@@ -34,7 +34,8 @@ export function createFileBackend (target) {
         throw err
       }
       const { size } = await handle.stat()
-      return { stream: createReadStream(null, { fd: handle, start: offset, highWaterMark: CHUNK }), size }
+      const end = length === undefined ? undefined : offset + length - 1
+      return { stream: createReadStream(null, { fd: handle, start: offset, end, highWaterMark: CHUNK }), size }
     },
 
     async openWrite (remote) {

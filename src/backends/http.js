@@ -53,12 +53,13 @@ export function createHttpBackend (target, { dispatcher }) {
       return { size: await sizeByRange(remote, signal), type: 'file' }
     },
 
-    async openRead (remote, { offset = 0, signal } = {}) {
-      const headers = offset ? { range: `bytes=${offset}-` } : {}
+    async openRead (remote, { offset = 0, length, signal } = {}) {
+      const ranged = offset > 0 || length !== undefined
+      const headers = ranged ? { range: `bytes=${offset}-${length === undefined ? '' : offset + length - 1}` } : {}
       const res = await send(urlFor(remote), { headers, dispatcher, signal })
-      if (res.statusCode !== (offset ? 206 : 200)) throw await fail(res, `GET ${remote}`)
-      const length = res.headers['content-length']
-      return { stream: res.body, size: length === undefined ? null : offset + Number(length) }
+      if (res.statusCode !== (ranged ? 206 : 200)) throw await fail(res, `GET ${remote}`)
+      const received = res.headers['content-length']
+      return { stream: res.body, size: length !== undefined || received === undefined ? null : offset + Number(received) }
     },
 
     async openWrite (remote, { size, signal } = {}) {

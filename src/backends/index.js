@@ -1,6 +1,6 @@
 // Every backend implements one contract:
 //   stat(remote) → {size, type} | null
-//   openRead(remote, {offset, signal}) → {stream: Readable, size}
+//   openRead(remote, {offset, length, signal}) → {stream: Readable, size} (size: to the end of the file)
 //   openWrite(remote, {size, signal}) → {stream: Writable, done: Promise}
 //   publish(tmp, remote, {overwrite, signal}) — atomic move of a finished upload into place
 //   remove(remote), close()

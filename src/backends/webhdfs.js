@@ -102,12 +102,15 @@ export function createWebHdfsBackend (target, { dispatcher }) {
       return { size: s.length, type: s.type === 'DIRECTORY' ? 'dir' : 'file' }
     },
 
-    async openRead (remote, { offset = 0, signal } = {}) {
-      const location = await locate('GET', remote, 'OPEN', offset ? { offset } : {}, signal)
+    async openRead (remote, { offset = 0, length, signal } = {}) {
+      const params = {}
+      if (offset) params.offset = offset
+      if (length !== undefined) params.length = length
+      const location = await locate('GET', remote, 'OPEN', params, signal)
       const res = await send(location, { dispatcher, signal })
       if (res.statusCode !== 200) throw await failed(res)
-      const length = res.headers['content-length']
-      return { stream: res.body, size: length === undefined ? null : offset + Number(length) }
+      const received = res.headers['content-length']
+      return { stream: res.body, size: length !== undefined || received === undefined ? null : offset + Number(received) }
     },
 
     // The returned stream is the body of the PUT to the datanode; `done` settles with its answer.

@@ -7,15 +7,11 @@ import {
   MethodNotAllowedError, InternalError
 } from '../errors.js'
 import { STATES } from '../jobs.js'
+import { streamHandler } from './stream.js'
+import { parseObservation } from './observations.js'
 
 export const MAX_BODY_BYTES = 64 * 1024
 const MAX_WAIT_SECONDS = 300
-
-export function view (job, scheduler) {
-  const run = scheduler.running.get(job.id)
-  const rate = run ? Math.round(job.bytes / Math.max(0.001, (scheduler.clock() - run.startedAt) / 1000)) : job.rate
-  return { ...job, rate }
-}
 
 function tokenCheck (token) {
   if (!token) return (req, res, next) => next()
@@ -35,7 +31,7 @@ function parseWait (value) {
   return Math.min(n, MAX_WAIT_SECONDS) * 1000
 }
 
-export function createApp ({ config, scheduler, metrics, logger }) {
+export function createApp ({ config, scheduler, backends, metrics, logger }) {
   const app = express()
   app.disable('x-powered-by')
   app.disable('etag')
@@ -73,7 +69,7 @@ export function createApp ({ config, scheduler, metrics, logger }) {
       if (state !== undefined && !STATES.includes(state)) throw new InvalidRequestError(`state must be one of ${STATES.join(', ')}`)
       const limit = req.query.limit === undefined ? 1000 : Number(req.query.limit)
       if (!Number.isInteger(limit) || limit < 1 || limit > 10000) throw new InvalidRequestError('limit must be an integer from 1 to 10000')
-      res.json({ jobs: scheduler.list({ state, limit }).map((j) => view(j, scheduler)) })
+      res.json({ jobs: scheduler.list({ state, limit }).map((j) => scheduler.view(j)) })
     })
     .all(methodNotAllowed)
 
@@ -84,13 +80,25 @@ export function createApp ({ config, scheduler, metrics, logger }) {
       const closed = new AbortController()
       res.once('close', () => closed.abort())
       const job = await scheduler.waitForEnd(req.params.id, ms, closed.signal)
-      res.json(view(job, scheduler))
+      res.json(scheduler.view(job))
     })
     .delete(async (req, res) => {
       const job = await scheduler.cancel(req.params.id)
-      res.json(view(job, scheduler))
+      res.json(scheduler.view(job))
     })
     .all(methodNotAllowed)
+
+  app.route('/v1/observations')
+    .post(json, (req, res) => {
+      const o = parseObservation(req.body)
+      if (o.type === 'transfer') metrics.phpTransfer(o)
+      else metrics.phpHandoff(o)
+      res.status(202).json({ accepted: true })
+    })
+    .all(methodNotAllowed)
+
+  const stream = streamHandler({ config, backends, metrics })
+  app.get('/v1/stream/:target/*remote', stream) // also answers HEAD
 
   app.use((req, res, next) => next(new RouteNotFoundError(`no route ${req.method} ${req.path.slice(0, 200)}`)))
 
@@ -100,7 +108,7 @@ export function createApp ({ config, scheduler, metrics, logger }) {
     if (error.code === 'QUEUE_FULL' || error.code === 'SHUTTING_DOWN' || error.code === 'STORE_UNAVAILABLE') {
       res.set('retry-after', '1')
     }
-    if (res.headersSent) return res.end()
+    if (res.headersSent) return res.destroy() // mid-body: the client must see a truncated answer
     res.status(error.statusCode).json({ error: { code: error.code, message: error.message } })
   })
   return app

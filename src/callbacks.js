@@ -1,0 +1,66 @@
+// Completion callbacks: when a job with a `callback` ends, its record is POSTed there, signed
+// with HMAC-SHA256 when callbacks.secret is set, retried with backoff. The delivery state is part
+// of the job record, so a restart resumes pending deliveries.
+import crypto from 'node:crypto'
+import { request } from 'undici'
+
+export function signature (secret, timestamp, body) {
+  return 'sha256=' + crypto.createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')
+}
+
+export function createCallbackSender ({ config, dispatcher, logger, metrics, save, view, clock = Date.now, random = Math.random }) {
+  const { secret, attempts, baseDelayMs, maxDelayMs, timeoutMs } = config.callbacks
+  const timers = new Set()
+  let stopped = false
+
+  async function post (job) {
+    const body = JSON.stringify(view(job))
+    const timestamp = String(Math.floor(clock() / 1000))
+    const headers = {
+      'content-type': 'application/json',
+      'user-agent': 'transfer-sidecar',
+      'x-sidecar-event': 'job.finished',
+      'x-sidecar-job': job.id,
+      'x-sidecar-timestamp': timestamp
+    }
+    if (secret) headers['x-sidecar-signature'] = signature(secret, timestamp, body)
+    const res = await request(job.callback, {
+      method: 'POST', body, headers, dispatcher, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, signal: AbortSignal.timeout(timeoutMs)
+    })
+    await res.body.dump()
+    if (res.statusCode < 200 || res.statusCode >= 300) throw new Error(`callback answered HTTP ${res.statusCode}`)
+  }
+
+  async function attempt (job, n) {
+    if (stopped) return
+    try {
+      await post(job)
+      job.callbackState = 'delivered'
+      metrics.callback('delivered')
+    } catch (err) {
+      if (n < attempts && !stopped) {
+        const exp = Math.min(maxDelayMs, baseDelayMs * 2 ** (n - 1))
+        const timer = setTimeout(() => {
+          timers.delete(timer)
+          attempt(job, n + 1)
+        }, Math.round(exp / 2 + random() * exp / 2))
+        timers.add(timer)
+        logger.warn({ job: job.id, attempt: n, err: err.message }, 'callback failed, will retry')
+        return
+      }
+      job.callbackState = 'failed'
+      metrics.callback('failed')
+      logger.error({ job: job.id, attempts: n, err: err.message }, 'callback failed, giving up')
+    }
+    await save(job)
+  }
+
+  return {
+    // Called with a finished job whose callbackState is 'pending' (already persisted).
+    deliver (job) { attempt(job, 1) },
+    stop () {
+      stopped = true
+      for (const t of timers) clearTimeout(t)
+    }
+  }
+}

@@ -1,0 +1,90 @@
+// GET/HEAD /v1/stream/{target}/{path}: a file from a target straight to an HTTP client, with
+// Range support, so PHP can fpassthru() it or hand it to nginx/Apache with an internal redirect.
+// Same token and confinement as jobs: a configured target name, a normalised remote path.
+import path from 'node:path'
+import { pipeline } from 'node:stream/promises'
+import { normalizeRemote } from '../paths.js'
+import { UnknownTargetError, RemoteNotFoundError, RangeNotSatisfiableError } from '../errors.js'
+
+const TYPES = {
+  '.txt': 'text/plain; charset=utf-8',
+  '.csv': 'text/csv; charset=utf-8',
+  '.json': 'application/json',
+  '.xml': 'application/xml',
+  '.pdf': 'application/pdf',
+  '.zip': 'application/zip',
+  '.gz': 'application/gzip',
+  '.tar': 'application/x-tar',
+  '.png': 'image/png',
+  '.jpg': 'image/jpeg',
+  '.jpeg': 'image/jpeg',
+  '.gif': 'image/gif',
+  '.webp': 'image/webp',
+  '.mp4': 'video/mp4',
+  '.webm': 'video/webm',
+  '.mp3': 'audio/mpeg',
+  '.parquet': 'application/vnd.apache.parquet'
+}
+
+export function contentType (remote) {
+  return TYPES[path.posix.extname(remote).toLowerCase()] ?? 'application/octet-stream'
+}
+
+// One "bytes=" range (RFC 9110); several ranges or a malformed header mean the whole file.
+export function parseRange (header, size) {
+  if (!header || size === null) return null
+  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim())
+  if (!m || (m[1] === '' && m[2] === '')) return null
+  let start, end
+  if (m[1] === '') {
+    start = Math.max(0, size - Number(m[2]))
+    end = size - 1
+  } else {
+    start = Number(m[1])
+    end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1)
+  }
+  if (start >= size || start > end || !Number.isSafeInteger(start)) return 'unsatisfiable'
+  return { start, end }
+}
+
+export function streamHandler ({ config, backends, metrics }) {
+  return async (req, res) => {
+    const { target } = req.params
+    if (!Object.hasOwn(config.targets, target)) throw new UnknownTargetError(`no target named ${JSON.stringify(target.slice(0, 64))}`)
+    const remote = normalizeRemote('/' + [].concat(req.params.remote).join('/'))
+    const backend = backends[target]
+    const closed = new AbortController()
+    res.once('close', () => closed.abort())
+    const { signal } = closed
+
+    const st = await backend.stat(remote, { signal })
+    if (!st || st.type === 'dir') throw new RemoteNotFoundError(`${remote} does not exist on ${target}`)
+    const range = parseRange(req.get('range'), st.size)
+    if (range === 'unsatisfiable') {
+      res.set('content-range', `bytes */${st.size}`)
+      throw new RangeNotSatisfiableError(`range ${req.get('range')} is outside the file (${st.size} bytes)`)
+    }
+    const headers = {
+      'content-type': contentType(remote),
+      'accept-ranges': 'bytes',
+      'x-content-type-options': 'nosniff'
+    }
+    if (range) {
+      headers['content-range'] = `bytes ${range.start}-${range.end}/${st.size}`
+      headers['content-length'] = range.end - range.start + 1
+    } else if (st.size !== null) {
+      headers['content-length'] = st.size
+    }
+    if (req.method === 'HEAD') return res.writeHead(range ? 206 : 200, headers).end()
+
+    const src = await backend.openRead(remote, range ? { offset: range.start, length: range.end - range.start + 1, signal } : { signal })
+    res.writeHead(range ? 206 : 200, headers)
+    let sent = 0
+    src.stream.on('data', (chunk) => { sent += chunk.length })
+    try {
+      await pipeline(src.stream, res, { signal })
+    } finally {
+      metrics.streamBytes(backend.type, sent)
+    }
+  }
+}

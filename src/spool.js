@@ -1,0 +1,104 @@
+// Spool ingestion: when PHP cannot reach the daemon it writes the job body, with its own id, to
+// `<spool.dir>/<id>.json` (temp file, fsync, rename). Those files are submitted like POSTed jobs at
+// start, on change and every spool.intervalMs; the file is removed once the job is in the journal.
+// The id makes this idempotent: a job both spooled and accepted over the socket runs once.
+import fs from 'node:fs/promises'
+import { watch } from 'node:fs'
+import path from 'node:path'
+
+const NAME = /^([A-Za-z0-9_-]{8,64})\.json$/
+const MAX_BYTES = 64 * 1024
+const LATER = new Set(['QUEUE_FULL', 'SHUTTING_DOWN', 'STORE_UNAVAILABLE'])
+
+export function createSpool ({ config, scheduler, logger, metrics }) {
+  const { dir, intervalMs } = config.spool
+  const rejectedDir = path.join(dir, 'rejected')
+  let running = null
+  let again = false
+  let timer = null
+  let watcher = null
+
+  async function reject (name, error) {
+    await fs.mkdir(rejectedDir, { recursive: true, mode: 0o750 })
+    await fs.rename(path.join(dir, name), path.join(rejectedDir, name))
+    await fs.writeFile(path.join(rejectedDir, `${name}.error.json`), JSON.stringify({ error }) + '\n')
+    metrics.spool('rejected')
+    logger.warn({ file: name, error }, 'spooled job rejected')
+  }
+
+  async function ingestFile (name, id) {
+    const file = path.join(dir, name)
+    let body
+    try {
+      const handle = await fs.open(file, 'r')
+      try {
+        const { size } = await handle.stat()
+        if (size > MAX_BYTES) return reject(name, { code: 'PAYLOAD_TOO_LARGE', message: `over ${MAX_BYTES} bytes` })
+        body = JSON.parse(await handle.readFile('utf8'))
+      } finally {
+        await handle.close()
+      }
+    } catch (err) {
+      if (err.code === 'ENOENT') return
+      return reject(name, { code: 'INVALID_JSON', message: err.message })
+    }
+    if (body?.id !== id) return reject(name, { code: 'INVALID_REQUEST', message: 'the file name must be <id>.json of the job it holds' })
+    try {
+      const { created } = await scheduler.submit(body)
+      metrics.spool(created ? 'ingested' : 'duplicate')
+      logger.info({ job: id, created }, 'spooled job ingested')
+    } catch (err) {
+      if (LATER.has(err.code)) return false // try again on the next scan
+      if (!err.statusCode || err.statusCode >= 500) throw err
+      return reject(name, { code: err.code, message: err.message })
+    }
+    await fs.unlink(file)
+    return true
+  }
+
+  async function scan () {
+    const names = await fs.readdir(dir)
+    for (const name of names) {
+      const m = NAME.exec(name)
+      if (!m) continue
+      if (await ingestFile(name, m[1]) === false) break
+    }
+  }
+
+  // One scan at a time; a request during a scan runs one more after it.
+  function trigger () {
+    if (running) {
+      again = true
+      return running
+    }
+    running = scan()
+      .catch((err) => logger.error({ err }, 'spool scan failed'))
+      .finally(() => {
+        running = null
+        if (again) {
+          again = false
+          trigger()
+        }
+      })
+    return running
+  }
+
+  return {
+    dir,
+    trigger,
+    async start () {
+      await trigger()
+      timer = setInterval(trigger, intervalMs)
+      timer.unref()
+      watcher = watch(dir, { persistent: false }, (event, name) => {
+        if (name && NAME.test(name)) trigger()
+      })
+      watcher.on('error', (err) => logger.warn({ err }, 'spool watch failed; relying on the periodic scan'))
+    },
+    async stop () {
+      clearInterval(timer)
+      watcher?.close()
+      await running
+    }
+  }
+}

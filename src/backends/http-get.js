@@ -1,0 +1,180 @@
+// A minimal HTTP/1.1 GET for the bodies of downloads (http targets, WebHDFS datanodes): the socket
+// reads straight into the transfer's pool buffers (net `onread`), so moving a large file allocates
+// nothing per read. One connection per download (`Connection: close`): the body is the whole
+// point of the request, and the connection set-up is noise beside it. Small requests, redirects
+// and JSON stay on undici.
+//
+// A 2xx body with a Content-Length is handed on as views of pool buffers, which the consumer
+// releases (the sinks in datapath.js do). Other bodies are copied, so readSmall() can drain them.
+import net from 'node:net'
+import { Readable } from 'node:stream'
+import { CHUNK } from '../datapath.js'
+
+const MAX_HEAD = 64 * 1024
+
+function parseHead (text) {
+  const lines = text.split('\r\n')
+  const m = /^HTTP\/1\.[01] (\d{3})/.exec(lines[0])
+  if (!m) throw Object.assign(new Error(`not an HTTP response: ${JSON.stringify(lines[0].slice(0, 80))}`), { code: 'UND_ERR_SOCKET' })
+  const headers = {}
+  for (const line of lines.slice(1)) {
+    const i = line.indexOf(':')
+    if (i > 0) headers[line.slice(0, i).trim().toLowerCase()] = line.slice(i + 1).trim()
+  }
+  return { statusCode: Number(m[1]), headers }
+}
+
+export function pooledGet (url, { headers = {}, signal, idleMs = 60000, pool }) {
+  const u = new URL(url)
+  return new Promise((resolve, reject) => {
+    let head = Buffer.alloc(0)
+    let response = null
+    let remaining = null // bytes of body still to come; null: until the connection closes
+    let zeroCopy = false
+    let chunked = null // state of a chunked body: { size, left, buffered }
+    let spare = null
+
+    const fail = (err) => {
+      socket.destroy()
+      if (response) response.body.destroy(err)
+      else reject(err)
+    }
+    const onAbort = () => fail(signal.reason instanceof Error ? signal.reason : Object.assign(new Error('aborted'), { name: 'AbortError', code: 'ABORT_ERR' }))
+    signal?.addEventListener('abort', onAbort, { once: true })
+
+    const socket = net.connect({
+      host: u.hostname,
+      port: Number(u.port || 80),
+      onread: {
+        // Pool buffers when there are any; a spare one (copied from) when the consumer is behind.
+        buffer: () => pool.acquire() ?? (spare ??= Buffer.allocUnsafeSlow(CHUNK)),
+        callback: (n, buf) => {
+          try {
+            onData(buf.subarray(0, n), buf === spare)
+          } catch (err) {
+            fail(err)
+            return false
+          }
+          // Pause while at most one buffer is free, so the next read (whose buffer is taken right
+          // after this callback) still finds a pool buffer rather than the spare.
+          if (pool.available <= 1 && !socket.destroyed) {
+            resumeWhenFree(2)
+            return false
+          }
+        }
+      }
+    })
+    socket.setNoDelay(true)
+    socket.setTimeout(idleMs, () => fail(Object.assign(new Error(`no data for ${idleMs} ms`), { code: 'ETIMEDOUT' })))
+    socket.once('error', (err) => fail(err))
+    socket.once('close', () => {
+      signal?.removeEventListener('abort', onAbort)
+      if (!response) return reject(Object.assign(new Error('connection closed before the response'), { code: 'UND_ERR_SOCKET' }))
+      if (remaining === null && !chunked) response.body.push(null)
+      else if (remaining !== 0) response.body.destroy(Object.assign(new Error('connection closed before the end of the body'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }))
+    })
+    const target = u.pathname + u.search
+    const lines = [`GET ${target} HTTP/1.1`, `Host: ${u.host}`, 'Connection: close', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)]
+    socket.write(lines.join('\r\n') + '\r\n\r\n')
+
+    function resumeWhenFree (count) {
+      pool.whenAvailable(() => {
+        if (pool.available >= count || socket.destroyed) socket.resume()
+        else resumeWhenFree(count)
+      }, { next: true })
+    }
+
+    function onData (view, isSpare) {
+      if (!response) {
+        head = Buffer.concat([head, view])
+        const end = head.indexOf('\r\n\r\n')
+        if (end < 0) {
+          if (head.length > MAX_HEAD) throw Object.assign(new Error('response head too large'), { code: 'UND_ERR_SOCKET' })
+          if (!isSpare) pool.release(view)
+          return
+        }
+        const parsed = parseHead(head.subarray(0, end).toString('latin1'))
+        if (parsed.statusCode >= 100 && parsed.statusCode < 200) { // an interim answer: skip it
+          head = head.subarray(end + 4)
+          if (!isSpare) pool.release(view)
+          return head.length ? onData(Buffer.alloc(0), true) : undefined
+        }
+        const rest = head.subarray(end + 4)
+        head = null
+        startBody(parsed)
+        if (!isSpare) pool.release(view)
+        if (rest.length) bodyData(Buffer.from(rest), true)
+        return
+      }
+      bodyData(view, isSpare)
+    }
+
+    function startBody ({ statusCode, headers: h }) {
+      const body = new Readable({
+        highWaterMark: 0,
+        read () {},
+        destroy (err, callback) {
+          socket.destroy()
+          callback(err)
+        }
+      })
+      if (/chunked/i.test(h['transfer-encoding'] ?? '')) chunked = { left: 0, buffered: '' }
+      else if (h['content-length'] !== undefined) remaining = Number(h['content-length'])
+      zeroCopy = statusCode >= 200 && statusCode < 300 && !chunked
+      response = { statusCode, headers: h, body }
+      resolve(response)
+      if (remaining === 0) finish()
+    }
+
+    function finish () {
+      response.body.push(null)
+      socket.destroy()
+    }
+
+    function bodyData (view, copied) {
+      if (chunked) return chunkedData(view, copied)
+      if (remaining !== null) {
+        if (view.length > remaining) view = view.subarray(0, remaining)
+        remaining -= view.length
+      }
+      if (view.length) response.body.push(zeroCopy && !copied ? view : Buffer.from(view))
+      if (zeroCopy && copied === false && view.length === 0) pool.release(view)
+      if (!zeroCopy && !copied) pool.release(view)
+      if (remaining === 0) finish()
+    }
+
+    // Chunked framing, copied out (rare for the servers we fetch files from).
+    function chunkedData (view, copied) {
+      let i = 0
+      while (i < view.length) {
+        if (chunked.left > 0) {
+          const take = Math.min(chunked.left, view.length - i)
+          response.body.push(Buffer.from(view.subarray(i, i + take)))
+          chunked.left -= take
+          i += take
+          if (chunked.left === 0) chunked.buffered = '\r\n' // the CRLF after the data
+          continue
+        }
+        const nl = view.indexOf(10, i)
+        if (nl < 0) {
+          chunked.buffered += view.subarray(i).toString('latin1')
+          break
+        }
+        const line = (chunked.buffered + view.subarray(i, nl).toString('latin1')).trim()
+        chunked.buffered = ''
+        i = nl + 1
+        if (line === '') continue
+        const size = parseInt(line, 16)
+        if (Number.isNaN(size)) throw Object.assign(new Error('bad chunk size'), { code: 'UND_ERR_SOCKET' })
+        if (size === 0) {
+          remaining = 0
+          chunked = null
+          finish()
+          break
+        }
+        chunked.left = size
+      }
+      if (!copied) pool.release(view)
+    }
+  })
+}

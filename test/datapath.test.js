@@ -1,0 +1,166 @@
+// The pooled data path: reads into reused buffers, sinks that hash, write and give them back.
+// Against the real Apache httpd (Content-Length bodies) and a Node server for chunked, 1xx and
+// truncated answers.
+import { describe, it, expect, beforeAll, afterAll } from 'vitest'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import http from 'node:http'
+import { createHash } from 'node:crypto'
+import { pipeline } from 'node:stream/promises'
+import { Writable } from 'node:stream'
+import { BufferPool, Meter, fileSource, fileSink, requestSink } from '../src/datapath.js'
+import { pooledGet } from '../src/backends/http-get.js'
+import { readSmall } from '../src/backends/http-util.js'
+import { startHttpd } from './harness/httpd.js'
+import { tempDir } from './helpers/sidecar.js'
+import { makeFile, sha256File } from './helpers/files.js'
+
+const MiB = 1 << 20
+let httpd, node, dir, big, bigSha
+
+// A sink that keeps nothing: hashes, then releases after a delay (a slow consumer).
+function slowSink (pool, meter, delayMs = 0) {
+  return new Writable({
+    highWaterMark: 0,
+    write (chunk, enc, cb) {
+      meter.update(chunk)
+      setTimeout(() => { pool.release(chunk); cb() }, delayMs)
+    }
+  })
+}
+
+beforeAll(async () => {
+  httpd = await startHttpd()
+  dir = await tempDir('datapath-')
+  big = path.join(httpd.davDir, 'big.bin')
+  bigSha = await makeFile(big, 40 * MiB + 123, 3)
+  node = http.createServer((req, res) => {
+    if (req.url === '/chunked') {
+      res.writeHead(200)
+      for (let i = 0; i < 100; i++) res.write(Buffer.alloc(10000 + i, i))
+      return res.end()
+    }
+    if (req.url === '/interim') {
+      res.writeProcessing?.()
+      res.writeHead(200, { 'content-length': 5 })
+      return res.end('after')
+    }
+    if (req.url === '/truncated') {
+      res.writeHead(200, { 'content-length': 1000 })
+      res.write(Buffer.alloc(500))
+      return setTimeout(() => res.socket.destroy(), 20)
+    }
+    res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"nope"}')
+  })
+  await new Promise((resolve) => node.listen(0, '127.0.0.1', resolve))
+})
+afterAll(async () => {
+  await httpd?.stop()
+  await new Promise((resolve) => node?.close(resolve))
+})
+
+const nodeUrl = (p) => `http://127.0.0.1:${node.address().port}${p}`
+
+describe('pooledGet + fileSink', () => {
+  it('downloads a large file from httpd into a file, hashing on the way, with a bounded pool', async () => {
+    const pool = new BufferPool()
+    const meter = new Meter()
+    const res = await pooledGet(httpd.uploadUrl + 'big.bin', { pool })
+    expect(res.statusCode).toBe(200)
+    const out = path.join(dir, 'big.out')
+    const handle = await fs.open(out, 'w')
+    await pipeline(res.body, fileSink(handle.fd, { pool, meter, syncEvery: 8 * MiB }))
+    await handle.close()
+    expect(meter.bytes).toBe(40 * MiB + 123)
+    expect(meter.digest()).toBe(bigSha)
+    expect(await sha256File(out)).toBe(bigSha)
+    expect(pool.available).toBeGreaterThanOrEqual(15) // all back but the one the socket held
+  })
+
+  it('pauses the socket for a slow consumer instead of buffering', async () => {
+    const pool = new BufferPool({ count: 4, size: 64 * 1024 })
+    const meter = new Meter()
+    const res = await pooledGet(httpd.uploadUrl + 'big.bin', { pool })
+    const before = process.memoryUsage().arrayBuffers
+    let peak = 0
+    const sink = slowSink(pool, meter, 0)
+    const timer = setInterval(() => { peak = Math.max(peak, process.memoryUsage().arrayBuffers - before) }, 1)
+    await pipeline(res.body, sink)
+    clearInterval(timer)
+    expect(meter.digest()).toBe(bigSha)
+    expect(peak).toBeLessThan(8 * MiB)
+  })
+
+  it('reads a range', async () => {
+    const pool = new BufferPool()
+    const res = await pooledGet(httpd.uploadUrl + 'big.bin', { pool, headers: { range: 'bytes=100-199' } })
+    expect(res.statusCode).toBe(206)
+    const meter = new Meter()
+    await pipeline(res.body, slowSink(pool, meter))
+    const expected = createHash('sha256').update((await fs.readFile(big)).subarray(100, 200)).digest('hex')
+    expect(meter.digest()).toBe(expected)
+  })
+
+  it('decodes a chunked body', async () => {
+    const pool = new BufferPool()
+    const meter = new Meter()
+    const res = await pooledGet(nodeUrl('/chunked'), { pool })
+    await pipeline(res.body, slowSink(pool, meter))
+    const hash = createHash('sha256')
+    for (let i = 0; i < 100; i++) hash.update(Buffer.alloc(10000 + i, i))
+    expect(meter.digest()).toBe(hash.digest('hex'))
+  })
+
+  it('skips an interim 1xx answer', async () => {
+    const res = await pooledGet(nodeUrl('/interim'), { pool: new BufferPool() })
+    expect(res.statusCode).toBe(200)
+    expect(await readSmall(res.body)).toBe('after')
+  })
+
+  it('lets an error body be read without releasing', async () => {
+    const res = await pooledGet(nodeUrl('/missing'), { pool: new BufferPool({ count: 4, size: 16 }) })
+    expect(res.statusCode).toBe(404)
+    expect(JSON.parse(await readSmall(res.body))).toEqual({ error: 'nope' })
+  })
+
+  it('fails a body cut short', async () => {
+    const pool = new BufferPool()
+    const res = await pooledGet(nodeUrl('/truncated'), { pool })
+    await expect(pipeline(res.body, slowSink(pool, new Meter()))).rejects.toMatchObject({ code: 'ERR_STREAM_PREMATURE_CLOSE' })
+  })
+
+  it('rejects when nothing listens, and on abort', async () => {
+    await expect(pooledGet('http://127.0.0.1:1/x', { pool: new BufferPool() })).rejects.toMatchObject({ code: 'ECONNREFUSED' })
+    const ac = new AbortController()
+    const res = await pooledGet(httpd.uploadUrl + 'big.bin', { pool: new BufferPool(), signal: ac.signal })
+    ac.abort()
+    await expect(pipeline(res.body, slowSink(new BufferPool(), new Meter()))).rejects.toBeTruthy()
+  })
+})
+
+describe('fileSource + requestSink', () => {
+  it('uploads a file through pool buffers to httpd', async () => {
+    const pool = new BufferPool()
+    const meter = new Meter()
+    const handle = await fs.open(big, 'r')
+    const req = http.request(httpd.uploadUrl + 'copy.bin', { method: 'PUT', headers: { 'content-length': 40 * MiB + 123 } })
+    const answered = new Promise((resolve, reject) => req.once('response', resolve).once('error', reject))
+    await pipeline(fileSource(handle.fd, { pool }), requestSink(req, { pool, meter }))
+    const res = await answered
+    res.resume()
+    await handle.close()
+    expect(res.statusCode).toBe(201)
+    expect(meter.digest()).toBe(bigSha)
+    expect(await sha256File(path.join(httpd.davDir, 'copy.bin'))).toBe(bigSha)
+    expect(pool.available).toBe(16)
+  })
+
+  it('reads a slice of a file', async () => {
+    const pool = new BufferPool({ count: 4, size: 4096 })
+    const handle = await fs.open(big, 'r')
+    const meter = new Meter()
+    await pipeline(fileSource(handle.fd, { pool, start: 10, end: 10010 }), slowSink(pool, meter))
+    await handle.close()
+    expect(meter.bytes).toBe(10000)
+  })
+})

@@ -1,0 +1,61 @@
+// Runs the curl CLI, the reference competitor, under /usr/bin/time so that its CPU time and
+// peak RSS are known too. The wall time is measured here, from spawn to exit, which is what a
+// shell user (or PHP exec) would see.
+import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import fs from 'node:fs/promises'
+import { performance } from 'node:perf_hooks'
+
+const TIME_BIN = '/usr/bin/time'
+const HAS_TIME = existsSync(TIME_BIN)
+
+// Spawns a command, collects stdout/stderr (small: we never let curl print a body we need to keep).
+export function runCommand (cmd, args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.setEncoding('utf8').on('data', (d) => { stdout += d })
+    child.stderr.setEncoding('utf8').on('data', (d) => { stderr += d })
+    child.once('error', reject)
+    child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr }))
+  })
+}
+
+// One curl invocation. `timeFile` receives /usr/bin/time's report ("user sys maxrssKiB").
+// Returns { ms, stdout, cpuS, rssMiB }; throws when curl fails.
+export async function curl (args, { timeFile }) {
+  const [cmd, fullArgs] = HAS_TIME
+    ? [TIME_BIN, ['-o', timeFile, '-f', '%U %S %M', 'curl', ...args]]
+    : ['curl', args]
+  const t0 = performance.now()
+  const res = await runCommand(cmd, fullArgs)
+  const ms = performance.now() - t0
+  if (res.code !== 0) {
+    throw new Error(`curl ${args.join(' ')} failed (${res.signal ?? `exit ${res.code}`}): ${res.stderr.trim()}`)
+  }
+  const usage = HAS_TIME ? await readTimeFile(timeFile) : { cpuS: null, rssMiB: null }
+  return { ms, stdout: res.stdout, ...usage }
+}
+
+async function readTimeFile (file) {
+  const lines = (await fs.readFile(file, 'utf8')).trim().split('\n')
+  const [user, sys, maxKiB] = lines[lines.length - 1].split(' ').map(Number)
+  return { cpuS: user + sys, rssMiB: maxKiB / 1024 }
+}
+
+// curl -w '%{http_code}' prints the final status; anything but 2xx is a failed transfer.
+export function expect2xx (stdout, what) {
+  const status = Number(stdout.trim().slice(-3))
+  if (!(status >= 200 && status < 300)) throw new Error(`${what}: HTTP ${stdout.trim().slice(-3)}`)
+  return status
+}
+
+// Adds up the steps of a multi-request transfer (WebHDFS CREATE is two curl calls).
+export function sumSteps (steps) {
+  return {
+    ms: steps.reduce((s, x) => s + x.ms, 0),
+    cpuS: steps.every((x) => x.cpuS !== null) ? steps.reduce((s, x) => s + x.cpuS, 0) : null,
+    rssMiB: steps.every((x) => x.rssMiB !== null) ? Math.max(...steps.map((x) => x.rssMiB)) : null
+  }
+}

@@ -1,0 +1,123 @@
+// The daemon under test, started as a child process exactly as in production
+// (SIDECAR_CONFIG=... node bin/transfer-sidecar.js), and a minimal client for its job API.
+import { spawn } from 'node:child_process'
+import fs from 'node:fs/promises'
+import net from 'node:net'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { setTimeout as sleep } from 'node:timers/promises'
+
+const BIN = fileURLToPath(new URL('../../bin/transfer-sidecar.js', import.meta.url))
+const START_TIMEOUT_MS = 20_000
+const STOP_TIMEOUT_MS = 20_000
+const LONG_POLL_SECONDS = 60
+const OUTPUT_TAIL = 16 * 1024
+
+function freePort () {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer()
+    srv.once('error', reject)
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address()
+      srv.close(() => resolve(port))
+    })
+  })
+}
+
+function hasExited (child) {
+  return child.exitCode !== null || child.signalCode !== null
+}
+
+/**
+ * Writes the config, starts the daemon and waits until /healthz answers. logLevel is "warn"
+ * so per-request logging stays out of the measurement; therefore readiness is polled rather
+ * than read from the (info-level) "listening" log line.
+ */
+export async function startSidecar ({ workDir, roots, targets, cpuProfDir }) {
+  const port = await freePort()
+  const stateDir = path.join(workDir, 'state')
+  const configFile = path.join(workDir, 'sidecar.json')
+  const config = { listen: [`127.0.0.1:${port}`], stateDir, roots, logLevel: 'warn', targets }
+  await fs.writeFile(configFile, JSON.stringify(config, null, 2))
+
+  const nodeArgs = cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir] : []
+  const child = spawn(process.execPath, [...nodeArgs, BIN], {
+    env: { ...process.env, SIDECAR_CONFIG: configFile },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  let output = ''
+  const keep = (d) => {
+    output += d
+    if (output.length > 2 * OUTPUT_TAIL) output = output.slice(-OUTPUT_TAIL)
+  }
+  child.stdout.setEncoding('utf8').on('data', keep)
+  child.stderr.setEncoding('utf8').on('data', keep)
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+
+  const base = `http://127.0.0.1:${port}`
+  const daemon = {
+    pid: child.pid,
+    base,
+    config,
+    outputTail: () => output.slice(-4096),
+    alive: () => !hasExited(child),
+
+    async submit (job) {
+      const res = await fetch(`${base}/v1/jobs`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(job)
+      })
+      const body = await res.json()
+      if (res.status !== 202) throw new Error(`POST /v1/jobs: HTTP ${res.status} ${JSON.stringify(body)}`)
+      return body
+    },
+
+    // Long-polls until the job is in a final state.
+    async waitEnd (id) {
+      for (;;) {
+        const res = await fetch(`${base}/v1/jobs/${id}?wait=${LONG_POLL_SECONDS}`)
+        const job = await res.json()
+        if (res.status !== 200) throw new Error(`GET /v1/jobs/${id}: HTTP ${res.status} ${JSON.stringify(job)}`)
+        if (['succeeded', 'failed', 'cancelled'].includes(job.state)) return job
+        if (!daemon.alive()) throw new Error(`daemon exited during job ${id}:\n${daemon.outputTail()}`)
+      }
+    },
+
+    // SIGTERM lets the daemon exit normally, which is also when --cpu-prof writes its profile.
+    async stop () {
+      if (hasExited(child)) return
+      child.kill('SIGTERM')
+      const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS)
+      await exited
+      clearTimeout(timer)
+    },
+
+    // Last resort from a process 'exit' handler, where nothing asynchronous can run.
+    killNow () {
+      if (!hasExited(child)) child.kill('SIGKILL')
+    }
+  }
+
+  await waitHealthy(daemon, child)
+  return daemon
+}
+
+async function waitHealthy (daemon, child) {
+  const deadline = Date.now() + START_TIMEOUT_MS
+  for (;;) {
+    if (hasExited(child)) {
+      throw new Error(`daemon exited at start (code ${child.exitCode}, signal ${child.signalCode}):\n${daemon.outputTail()}`)
+    }
+    try {
+      const res = await fetch(`${daemon.base}/healthz`)
+      await res.arrayBuffer()
+      if (res.status === 200) return
+    } catch { /* not listening yet */ }
+    if (Date.now() > deadline) {
+      daemon.killNow()
+      throw new Error(`daemon not healthy after ${START_TIMEOUT_MS} ms:\n${daemon.outputTail()}`)
+    }
+    await sleep(100)
+  }
+}

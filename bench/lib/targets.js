@@ -1,0 +1,90 @@
+// The remote systems under test. Each target starts its server (test harness), knows how the
+// curl CLI talks to it, how the daemon is configured for it, and how to check a remote size.
+import path from 'node:path'
+import { startHttpd } from '../../test/harness/httpd.js'
+import { startHdfs } from '../../test/harness/hdfs.js'
+import { curl, expect2xx, sumSteps } from './curl.js'
+
+const HDFS_USER = 'bench'
+const HDFS_BASE = '/bench'
+
+// Apache httpd with mod_dav: plain PUT and GET.
+async function startHttpTarget ({ timeFile }) {
+  const srv = await startHttpd()
+  const url = (name) => srv.uploadUrl + name
+  return {
+    name: 'http',
+    sidecarName: 'files',
+    sidecarConfig: { type: 'http', url: srv.uploadUrl },
+    server: `Apache httpd mod_dav at ${srv.url}`,
+
+    async curlUpload (file, name) {
+      const r = await curl(['-sS', '-T', file, '-o', '/dev/null', '-w', '%{http_code}', url(name)], { timeFile })
+      expect2xx(r.stdout, `curl PUT ${name}`)
+      return r
+    },
+
+    async curlDownload (name, out) {
+      const r = await curl(['-sS', '-o', out, '-w', '%{http_code}', url(name)], { timeFile })
+      expect2xx(r.stdout, `curl GET ${name}`)
+      return r
+    },
+
+    async remoteSize (name) {
+      const res = await fetch(url(name), { method: 'HEAD' })
+      if (res.status !== 200) throw new Error(`HEAD ${name}: HTTP ${res.status}`)
+      return Number(res.headers.get('content-length'))
+    },
+
+    stop: () => srv.stop()
+  }
+}
+
+// MiniDFSCluster with WebHDFS: two-step CREATE (namenode → datanode), OPEN with a redirect.
+async function startWebHdfsTarget ({ timeFile }) {
+  const hdfs = await startHdfs({ datanodes: 1 })
+  try {
+    await hdfs.command(`mkdir ${HDFS_BASE} ${HDFS_USER} 755`)
+  } catch (err) {
+    await hdfs.stop()
+    throw err
+  }
+  const [nn] = hdfs.namenodes
+  const url = (name, op, extra = '') => `${nn}/webhdfs/v1${HDFS_BASE}/${name}?op=${op}&user.name=${HDFS_USER}${extra}`
+  return {
+    name: 'webhdfs',
+    sidecarName: 'hdfs',
+    sidecarConfig: { type: 'webhdfs', namenodes: [nn], user: HDFS_USER, base: HDFS_BASE },
+    server: `MiniDFSCluster (1 datanode) at ${nn}`,
+
+    async curlUpload (file, name) {
+      // Step 1 asks the namenode where to write; noredirect=true answers JSON instead of a 307.
+      const locate = await curl(['-sS', '-X', 'PUT', url(name, 'CREATE', '&overwrite=true&noredirect=true')], { timeFile })
+      const { Location: location } = JSON.parse(locate.stdout)
+      if (!location) throw new Error(`CREATE ${name}: no Location in ${locate.stdout}`)
+      const put = await curl(['-sS', '-T', file, '-o', '/dev/null', '-w', '%{http_code}', location], { timeFile })
+      expect2xx(put.stdout, `curl PUT datanode ${name}`)
+      return sumSteps([locate, put])
+    },
+
+    async curlDownload (name, out) {
+      const r = await curl(['-sS', '-L', '-o', out, '-w', '%{http_code}', url(name, 'OPEN')], { timeFile })
+      expect2xx(r.stdout, `curl OPEN ${name}`)
+      return r
+    },
+
+    async remoteSize (name) {
+      const res = await fetch(url(name, 'GETFILESTATUS'))
+      if (res.status !== 200) throw new Error(`GETFILESTATUS ${name}: HTTP ${res.status} ${await res.text()}`)
+      return (await res.json()).FileStatus.length
+    },
+
+    stop: () => hdfs.stop()
+  }
+}
+
+const STARTERS = { http: startHttpTarget, webhdfs: startWebHdfsTarget }
+
+export function startTarget (name, { workDir }) {
+  return STARTERS[name]({ timeFile: path.join(workDir, `time-${name}.txt`) })
+}

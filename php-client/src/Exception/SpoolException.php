@@ -1,0 +1,13 @@
+<?php
+
+declare(strict_types=1);
+
+namespace TransferSidecar\Exception;
+
+/**
+ * The daemon was unreachable and the job could not be written to the spool directory either.
+ * getPrevious() is the reason the daemon could not take it.
+ */
+final class SpoolException extends \RuntimeException implements SidecarException
+{
+}

@@ -1,0 +1,136 @@
+<?php
+
+declare(strict_types=1);
+
+namespace TransferSidecar\Http;
+
+use TransferSidecar\Exception\ConnectionException;
+
+/**
+ * One keep-alive connection to the daemon (unix socket or TCP), as a blocking PHP stream with a
+ * read timeout. Knows how many answers it carried (so the client can tell a fresh connection
+ * from a reused one) and until when the server keeps it open while idle.
+ *
+ * @internal
+ */
+final class Connection
+{
+    /** @var resource|null */
+    private $stream;
+    private int $answered = 0;
+    private ?int $idleUntilNs = null;
+
+    /** @param resource $stream */
+    private function __construct($stream)
+    {
+        $this->stream = $stream;
+    }
+
+    /**
+     * @param string $address "unix:///path/sidecar.sock" or "tcp://127.0.0.1:8765"
+     */
+    public static function open(string $address, float $connectTimeout): self
+    {
+        $errno = 0;
+        $errstr = '';
+        $context = str_starts_with($address, 'tcp://')
+            ? stream_context_create(['socket' => ['tcp_nodelay' => true]])
+            : stream_context_create();
+        $stream = @stream_socket_client($address, $errno, $errstr, $connectTimeout, STREAM_CLIENT_CONNECT, $context);
+        if ($stream === false) {
+            throw new ConnectionException(sprintf('cannot connect to %s: %s (errno %d)', $address, $errstr !== '' ? $errstr : 'unknown error', $errno));
+        }
+        stream_set_blocking($stream, true);
+        return new self($stream);
+    }
+
+    public function isOpen(): bool
+    {
+        return $this->stream !== null;
+    }
+
+    /** Whether this connection already carried a complete exchange (so it may have gone stale). */
+    public function isReused(): bool
+    {
+        return $this->answered > 0;
+    }
+
+    /** Whether the server has probably closed it for being idle (with a one second margin). */
+    public function isIdleExpired(): bool
+    {
+        return $this->idleUntilNs !== null && hrtime(true) >= $this->idleUntilNs;
+    }
+
+    public function write(string $bytes): void
+    {
+        $stream = $this->stream();
+        $length = strlen($bytes);
+        for ($written = 0; $written < $length;) {
+            error_clear_last();
+            $n = @fwrite($stream, $written === 0 ? $bytes : substr($bytes, $written));
+            if ($n === false || $n === 0) {
+                $error = error_get_last();
+                throw new ConnectionException(sprintf('write to the daemon failed after %d of %d bytes%s', $written, $length,
+                    $error !== null ? ': ' . $error['message'] : ''));
+            }
+            $written += $n;
+        }
+    }
+
+    public function setReadTimeout(float $seconds): void
+    {
+        $whole = (int) floor($seconds);
+        stream_set_timeout($this->stream(), $whole, (int) round(($seconds - $whole) * 1e6));
+    }
+
+    /** @see Wire::readHead() null: closed before the first byte of an answer */
+    public function readHead(): ?Response
+    {
+        return Wire::readHead($this->stream());
+    }
+
+    public function readBody(Response $response, string $method): string
+    {
+        return Wire::readBody($this->stream(), $response, $method);
+    }
+
+    /** @param callable(string): bool $sink */
+    public function copyBody(Response $response, string $method, callable $sink): int
+    {
+        return Wire::copyBody($this->stream(), $response, $method, $sink);
+    }
+
+    /** Records a complete exchange; returns whether the connection can carry another one. */
+    public function answered(Response $response, string $method): bool
+    {
+        $this->answered++;
+        if (!$response->keepAlive() || Wire::framing($response, $method) === 'eof') {
+            return false;
+        }
+        $timeout = $response->keepAliveTimeout();
+        $this->idleUntilNs = $timeout === null ? null : hrtime(true) + max(0, $timeout - 1) * 1_000_000_000;
+        return true;
+    }
+
+    public function close(): void
+    {
+        if ($this->stream !== null) {
+            @fclose($this->stream);
+            $this->stream = null;
+        }
+    }
+
+    public function __destruct()
+    {
+        $this->close();
+    }
+
+    /** @return resource */
+    private function stream()
+    {
+        if ($this->stream === null) {
+            throw new ConnectionException('the connection is closed');
+        }
+        return $this->stream;
+    }
+}

@@ -1,0 +1,94 @@
+<?php
+
+declare(strict_types=1);
+
+namespace TransferSidecar;
+
+use TransferSidecar\Exception\InvalidArgumentException;
+use TransferSidecar\Exception\SpoolException;
+
+/**
+ * The fallback when the daemon cannot take a job: the job body (with its id) goes to
+ * `<dir>/<id>.json`, written to a hidden temp file, fsync'd and renamed, so the daemon never sees
+ * a partial file. The daemon submits those files like POSTed jobs and deletes them; the id makes a
+ * job that was both accepted over the socket and spooled run once.
+ *
+ * The directory must be writable by PHP and by the daemon (it deletes the files), e.g. owned by
+ * the daemon's user, group www-data, mode 2770.
+ */
+final class Spool
+{
+    private string $dir;
+
+    public function __construct(string $dir)
+    {
+        if ($dir === '' || str_contains($dir, "\0")) {
+            throw new InvalidArgumentException('spool: must be a directory path');
+        }
+        $this->dir = rtrim($dir, '/');
+        if ($this->dir === '') {
+            $this->dir = '/';
+        }
+    }
+
+    public function dir(): string
+    {
+        return $this->dir;
+    }
+
+    public function pathFor(string $id): string
+    {
+        return $this->dir . '/' . $id . '.json';
+    }
+
+    /**
+     * Writes the encoded job body atomically; returns the final path.
+     */
+    public function write(string $id, string $json): string
+    {
+        if (!JobId::isValid($id)) {
+            throw new InvalidArgumentException(sprintf('spool: job id %s does not match %s', json_encode($id), JobId::PATTERN));
+        }
+        $final = $this->pathFor($id);
+        $temp = sprintf('%s/.tmp-%s-%s', $this->dir, $id, bin2hex(random_bytes(6)));
+        error_clear_last();
+        $handle = @fopen($temp, 'xb');
+        if ($handle === false) {
+            throw new SpoolException(sprintf('cannot create %s: %s', $temp, self::lastError()));
+        }
+        try {
+            $length = strlen($json);
+            for ($written = 0; $written < $length;) {
+                $n = @fwrite($handle, substr($json, $written));
+                if ($n === false || $n === 0) {
+                    throw new SpoolException(sprintf('cannot write %s: %s', $temp, self::lastError()));
+                }
+                $written += $n;
+            }
+            // The rename must not become visible before the data is on disk.
+            if (!@fflush($handle) || !@fsync($handle)) {
+                throw new SpoolException(sprintf('cannot fsync %s: %s', $temp, self::lastError()));
+            }
+            if (!@fclose($handle)) {
+                $handle = null;
+                throw new SpoolException(sprintf('cannot close %s: %s', $temp, self::lastError()));
+            }
+            $handle = null;
+            if (!@chmod($temp, 0640) || !@rename($temp, $final)) {
+                throw new SpoolException(sprintf('cannot publish %s: %s', $final, self::lastError()));
+            }
+        } catch (\Throwable $e) {
+            if ($handle !== null) {
+                @fclose($handle);
+            }
+            @unlink($temp);
+            throw $e;
+        }
+        return $final;
+    }
+
+    private static function lastError(): string
+    {
+        return error_get_last()['message'] ?? 'unknown error';
+    }
+}

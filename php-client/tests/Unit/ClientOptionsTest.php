@@ -1,0 +1,133 @@
+<?php
+
+declare(strict_types=1);
+
+namespace TransferSidecar\Tests\Unit;
+
+use PHPUnit\Framework\TestCase;
+use TransferSidecar\Client;
+use TransferSidecar\Exception\InvalidArgumentException;
+use TransferSidecar\Exception\SidecarException;
+
+final class ClientOptionsTest extends TestCase
+{
+    /** @return iterable<string, array{0: array<string, mixed>, 1: string}> */
+    public static function badOptions(): iterable
+    {
+        yield 'unknown key' => [['sokcet' => '/run/x.sock'], 'sokcet'];
+        yield 'socket and host' => [['socket' => '/run/x.sock', 'host' => '127.0.0.1'], 'socket'];
+        yield 'socket and port' => [['socket' => '/run/x.sock', 'port' => 8765], 'socket'];
+        yield 'empty socket' => [['socket' => ''], 'socket'];
+        yield 'socket not a string' => [['socket' => 5], 'socket'];
+        yield 'port as string' => [['port' => '8765'], 'port'];
+        yield 'port 0' => [['port' => 0], 'port'];
+        yield 'port too big' => [['port' => 65536], 'port'];
+        yield 'host with a path' => [['host' => 'localhost/x'], 'host'];
+        yield 'host with a newline' => [['host' => "localhost\n"], 'host'];
+        yield 'token with a space' => [['token' => 'Bearer abc'], 'token'];
+        yield 'token with CRLF' => [['token' => "abc\r\nX-Evil: 1"], 'token'];
+        yield 'empty token' => [['token' => ''], 'token'];
+        yield 'connect_timeout 0' => [['connect_timeout' => 0], 'connect_timeout'];
+        yield 'read_timeout negative' => [['read_timeout' => -1.0], 'read_timeout'];
+        yield 'read_timeout string' => [['read_timeout' => '5'], 'read_timeout'];
+        yield 'read_timeout NAN' => [['read_timeout' => NAN], 'read_timeout'];
+        yield 'spool missing' => [['spool' => '/nonexistent/spool'], 'spool'];
+        yield 'spool empty' => [['spool' => ''], 'spool'];
+    }
+
+    /**
+     * @dataProvider badOptions
+     * @param array<string, mixed> $options
+     */
+    public function testRefusesBadOptionsNamingTheKey(array $options, string $key): void
+    {
+        try {
+            new Client($options);
+            self::fail('accepted ' . json_encode($options));
+        } catch (InvalidArgumentException $e) {
+            self::assertInstanceOf(\InvalidArgumentException::class, $e);
+            self::assertInstanceOf(SidecarException::class, $e);
+            self::assertStringStartsWith($key . ':', $e->getMessage());
+        }
+    }
+
+    public function testAcceptsGoodOptions(): void
+    {
+        self::assertInstanceOf(Client::class, new Client());
+        self::assertInstanceOf(Client::class, new Client(['socket' => '/run/transfer-sidecar/sidecar.sock', 'token' => 'a-long-token-0123456789', 'spool' => sys_get_temp_dir()]));
+        self::assertInstanceOf(Client::class, new Client(['host' => '::1', 'port' => 1, 'connect_timeout' => 1, 'read_timeout' => 0.25, 'spool' => null, 'token' => null]));
+    }
+
+    /** @return iterable<string, array{0: array<string, mixed>, 1: string}> */
+    public static function badJobOptions(): iterable
+    {
+        yield 'unknown job option' => [['overwirte' => true], 'overwirte'];
+        yield 'overwrite as string' => [['overwrite' => 'yes'], 'overwrite'];
+        yield 'short sha256' => [['sha256' => 'abc'], 'sha256'];
+        yield 'sha256 with a newline' => [['sha256' => str_repeat('a', 64) . "\n"], 'sha256'];
+        yield 'callback not a URL' => [['callback' => '/hooks/done'], 'callback'];
+        yield 'callback with a space' => [['callback' => 'http://127.0.0.1/a b'], 'callback'];
+    }
+
+    /**
+     * Checked before any connection: the socket here does not exist.
+     *
+     * @dataProvider badJobOptions
+     * @param array<string, mixed> $options
+     */
+    public function testRefusesBadJobOptionsBeforeConnecting(array $options, string $key): void
+    {
+        $client = new Client(['socket' => '/nonexistent/sidecar.sock']);
+        $this->expectException(InvalidArgumentException::class);
+        $this->expectExceptionMessageMatches('/^' . preg_quote($key, '/') . ':/');
+        $client->upload('local', '/srv/a', '/a', $options);
+    }
+
+    public function testRefusesBadArgumentsBeforeConnecting(): void
+    {
+        $client = new Client(['socket' => '/nonexistent/sidecar.sock']);
+        $cases = [
+            'direction' => static fn () => $client->send('sideways', 'local', '/srv/a', '/a'),
+            'id' => static fn () => $client->status('../../metrics'),
+            'timeout' => static fn () => $client->wait(str_repeat('a', 22), 301),
+            'range' => static fn () => $client->passthru('local', '/a', "bytes=0-1\r\nX-Evil: 1"),
+        ];
+        foreach ($cases as $key => $call) {
+            try {
+                $call();
+                self::fail($key . ' accepted');
+            } catch (InvalidArgumentException $e) {
+                self::assertStringStartsWith($key . ':', $e->getMessage());
+            }
+        }
+        try {
+            $client->upload('local', "/srv/\xff.bin", '/a');
+            self::fail('invalid UTF-8 accepted');
+        } catch (InvalidArgumentException $e) {
+            self::assertStringContainsString('UTF-8', $e->getMessage());
+        }
+    }
+
+    public function testStreamUrlEncodesTargetAndEachSegment(): void
+    {
+        self::assertSame('/v1/stream/files/2026/a%20b.bin', Client::streamUrl('files', '/2026/a b.bin'));
+        self::assertSame('/v1/stream/hdfs/a/b', Client::streamUrl('hdfs', 'a//b/'));
+        self::assertSame('/v1/stream/my.target/%3Fq%3D1/%23frag/100%25/%C3%A4%2B.txt', Client::streamUrl('my.target', '/?q=1/#frag/100%/ä+.txt'));
+        self::assertSame('/v1/stream/a%2Fb/x', Client::streamUrl('a/b', '/x'));
+        self::assertSame('/v1/stream/t/..', Client::streamUrl('t', '/..'), 'the daemon refuses .. itself');
+    }
+
+    public function testAccelRedirectHeader(): void
+    {
+        self::assertSame('X-Accel-Redirect: /sidecar-stream/files/2026/a%20b.bin', Client::accelRedirectHeader('files', '/2026/a b.bin'));
+        self::assertSame('X-Accel-Redirect: /internal/hdfs/x%0Ay', Client::accelRedirectHeader('hdfs', '/x' . "\n" . 'y', '/internal/'));
+        $this->expectException(InvalidArgumentException::class);
+        Client::accelRedirectHeader('files', '/a', "/x\r\nSet-Cookie: a=b");
+    }
+
+    public function testStreamUrlNeedsAFile(): void
+    {
+        $this->expectException(InvalidArgumentException::class);
+        Client::streamUrl('files', '/');
+    }
+}

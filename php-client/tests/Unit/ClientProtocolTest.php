@@ -1,0 +1,278 @@
+<?php
+
+declare(strict_types=1);
+
+namespace TransferSidecar\Tests\Unit;
+
+use PHPUnit\Framework\TestCase;
+use TransferSidecar\Client;
+use TransferSidecar\Exception\ConnectionException;
+use TransferSidecar\Exception\JobNotFoundException;
+use TransferSidecar\Exception\RequestException;
+use TransferSidecar\Exception\UnavailableException;
+use TransferSidecar\Tests\Support\StubServer;
+
+/**
+ * The client against a scripted server on a unix socket: what it sends, how it reads answers,
+ * keep-alive and reconnects, and when it spools.
+ */
+final class ClientProtocolTest extends TestCase
+{
+    private string $spool;
+
+    protected function setUp(): void
+    {
+        $this->spool = sys_get_temp_dir() . '/sidecar-unit-spool-' . bin2hex(random_bytes(6));
+        mkdir($this->spool, 0700);
+    }
+
+    protected function tearDown(): void
+    {
+        array_map('unlink', glob($this->spool . '/{,.}*.json', GLOB_BRACE) ?: []);
+        array_map('unlink', glob($this->spool . '/.tmp-*') ?: []);
+        rmdir($this->spool);
+    }
+
+    private static function accepted(string $id = 'x'): string
+    {
+        return StubServer::answer(202, 'Accepted', json_encode(['id' => $id, 'state' => 'queued']), ['Keep-Alive' => 'timeout=5']);
+    }
+
+    /** @return list<string> */
+    private function spooled(): array
+    {
+        return array_values(array_diff(scandir($this->spool), ['.', '..']));
+    }
+
+    public function testSendsOneHttp11RequestAndReturnsItsOwnIdOn202(): void
+    {
+        $stub = new StubServer([[['reply' => self::accepted()]]]);
+        $client = new Client(['socket' => $stub->socket, 'token' => 'secret-token-0123456789']);
+        $id = $client->upload('hdfs', '/var/www/uploads/a.bin', '/2026/a.bin', ['overwrite' => true, 'sha256' => str_repeat('AB', 32), 'callback' => 'http://127.0.0.1:8080/hooks/x']);
+        $client->close();
+        [$request] = $stub->finish();
+
+        self::assertMatchesRegularExpression('/^[A-Za-z0-9_-]{22}$/', $id);
+        self::assertStringStartsWith("POST /v1/jobs HTTP/1.1\r\n", $request['head']);
+        foreach (['Host: localhost', 'Content-Type: application/json', 'Connection: keep-alive', 'Authorization: Bearer secret-token-0123456789', 'Content-Length: ' . strlen($request['body'])] as $line) {
+            self::assertStringContainsString("\r\n" . $line . "\r\n", $request['head']);
+        }
+        self::assertSame([
+            'id' => $id, 'direction' => 'upload', 'target' => 'hdfs', 'local' => '/var/www/uploads/a.bin', 'remote' => '/2026/a.bin',
+            'overwrite' => true, 'sha256' => str_repeat('ab', 32), 'callback' => 'http://127.0.0.1:8080/hooks/x',
+        ], json_decode($request['body'], true));
+        self::assertGreaterThan(0, $client->lastHandoffSeconds());
+    }
+
+    public function testReusesOneConnectionForManyCalls(): void
+    {
+        $job = json_encode(['id' => 'abcdefgh', 'state' => 'succeeded']);
+        $stub = new StubServer([[
+            ['reply' => self::accepted()],
+            ['reply' => StubServer::answer(200, 'OK', json_encode(['id' => 'x', 'state' => 'queued']))],
+            ['reply' => StubServer::answer(200, 'OK', $job)],
+            ['reply' => StubServer::answer(200, 'OK', $job)],
+            ['reply' => StubServer::answer(202, 'Accepted', '{"accepted":true}')],
+        ]]);
+        $client = new Client(['socket' => $stub->socket]);
+        $client->upload('local', '/srv/a', '/a');
+        $client->download('local', '/srv/b', '/b');
+        self::assertSame('succeeded', $client->status('abcdefgh')['state']);
+        self::assertSame('succeeded', $client->wait('abcdefgh', 2.5)['state']);
+        $client->observe(['type' => 'handoff', 'transport' => 'unix', 'acked' => true, 'seconds' => 0.0001]);
+        $client->close();
+        $requests = $stub->finish();
+
+        self::assertSame([0, 0, 0, 0, 0], array_column($requests, 'conn'), 'all on the first connection');
+        self::assertStringStartsWith("GET /v1/jobs/abcdefgh HTTP/1.1\r\n", $requests[2]['head']);
+        self::assertStringNotContainsString('Content-Length', $requests[2]['head']);
+        self::assertStringStartsWith("GET /v1/jobs/abcdefgh?wait=2.5 HTTP/1.1\r\n", $requests[3]['head']);
+        self::assertStringStartsWith("POST /v1/observations HTTP/1.1\r\n", $requests[4]['head']);
+    }
+
+    public function testReconnectsOnceWhenAReusedConnectionWasClosed(): void
+    {
+        // The first connection ends after one answer, as an idle keep-alive connection does.
+        $stub = new StubServer([[['reply' => self::accepted()]], [['reply' => self::accepted()]]]);
+        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool]);
+        $first = $client->upload('local', '/srv/a', '/a');
+        usleep(100000);
+        $second = $client->upload('local', '/srv/b', '/b');
+        $client->close();
+        $requests = $stub->finish();
+
+        self::assertSame([0, 1], array_column($requests, 'conn'));
+        self::assertSame($first, json_decode($requests[0]['body'], true)['id']);
+        self::assertSame($second, json_decode($requests[1]['body'], true)['id']);
+        self::assertSame([], $this->spooled(), 'the retry went to the daemon, not to the spool');
+    }
+
+    public function testA4xxThrowsWithTheDaemonsCodeAndIsNotSpooled(): void
+    {
+        $stub = new StubServer([[['reply' => StubServer::error(400, 'Bad Request', 'UNKNOWN_TARGET', 'no target named "nope"')]]]);
+        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool]);
+        try {
+            $client->upload('nope', '/srv/a', '/a');
+            self::fail('no exception');
+        } catch (RequestException $e) {
+            self::assertSame(400, $e->getStatus());
+            self::assertSame('UNKNOWN_TARGET', $e->getErrorCode());
+            self::assertStringContainsString('no target named "nope"', $e->getMessage());
+            self::assertMatchesRegularExpression('/^[A-Za-z0-9_-]{22}$/', (string) $e->getJobId());
+        }
+        $client->close();
+        $stub->finish();
+        self::assertSame([], $this->spooled());
+    }
+
+    /** @return iterable<string, array{0: list<list<array<string, mixed>>>}> */
+    public static function unavailable(): iterable
+    {
+        yield '503 SHUTTING_DOWN' => [[[['reply' => StubServer::error(503, 'Service Unavailable', 'SHUTTING_DOWN', 'stopping', ['Retry-After' => '1'])]]]];
+        yield '429 QUEUE_FULL' => [[[['reply' => StubServer::error(429, 'Too Many Requests', 'QUEUE_FULL', 'full', ['Retry-After' => '1'])]]]];
+        yield '500 without JSON' => [[[['reply' => StubServer::answer(500, 'Internal Server Error', 'oops', ['Content-Type' => 'text/plain'])]]]];
+        yield 'closed without answering' => [[[['close' => true]]]];
+        yield 'closed inside the head' => [[[['reply' => "HTTP/1.1 202 Acc"]]]];
+    }
+
+    /**
+     * @dataProvider unavailable
+     * @param list<list<array<string, mixed>>> $script
+     */
+    public function testSpoolsWhenTheDaemonCannotTakeTheJob(array $script): void
+    {
+        $stub = new StubServer($script);
+        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool]);
+        $id = $client->upload('hdfs', '/srv/a', '/a', ['overwrite' => false]);
+        $client->close();
+        [$request] = $stub->finish();
+
+        self::assertSame([$id . '.json'], $this->spooled());
+        self::assertSame($request['body'], file_get_contents($this->spool . '/' . $id . '.json'), 'the spool holds exactly the body that was POSTed');
+    }
+
+    /**
+     * @dataProvider unavailable
+     * @param list<list<array<string, mixed>>> $script
+     */
+    public function testWithoutASpoolTheFailureIsThrown(array $script): void
+    {
+        $stub = new StubServer($script);
+        $client = new Client(['socket' => $stub->socket]);
+        try {
+            $client->upload('hdfs', '/srv/a', '/a');
+            self::fail('no exception');
+        } catch (UnavailableException $e) {
+            self::assertGreaterThanOrEqual(429, $e->getStatus());
+            if ($e->getStatus() !== 500) {
+                self::assertSame(1, $e->getRetryAfter());
+            }
+        } catch (ConnectionException $e) {
+            self::assertStringContainsString('closed', $e->getMessage());
+        }
+        $client->close();
+        $stub->finish();
+    }
+
+    public function testAReadTimeoutSpoolsInsteadOfHanging(): void
+    {
+        $stub = new StubServer([[['silent' => 1.0]]]);
+        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool, 'read_timeout' => 0.2]);
+        $id = $client->upload('hdfs', '/srv/a', '/a');
+        self::assertLessThan(0.9, $client->lastHandoffSeconds());
+        $client->close();
+        $stub->finish();
+        self::assertSame([$id . '.json'], $this->spooled());
+    }
+
+    public function testADeadSocketPathSpoolsAtOnce(): void
+    {
+        $client = new Client(['socket' => $this->spool . '/no.sock', 'spool' => $this->spool]);
+        $id = $client->upload('hdfs', '/srv/a', '/a');
+        self::assertSame([$id . '.json'], $this->spooled());
+        $this->expectException(ConnectionException::class);
+        (new Client(['socket' => $this->spool . '/no.sock']))->upload('hdfs', '/srv/a', '/a');
+    }
+
+    public function testStatusWaitCancelErrors(): void
+    {
+        $stub = new StubServer([[
+            ['reply' => StubServer::error(404, 'Not Found', 'JOB_NOT_FOUND', 'no job "abcdefghij"')],
+            ['reply' => StubServer::error(409, 'Conflict', 'JOB_FINISHED', 'job abcdefghij already succeeded')],
+            ['reply' => StubServer::error(503, 'Service Unavailable', 'SHUTTING_DOWN', 'stopping')],
+        ]]);
+        $client = new Client(['socket' => $stub->socket]);
+        try {
+            $client->status('abcdefghij');
+            self::fail('no exception');
+        } catch (JobNotFoundException $e) {
+            self::assertSame([404, 'JOB_NOT_FOUND', 'abcdefghij'], [$e->getStatus(), $e->getErrorCode(), $e->getJobId()]);
+        }
+        try {
+            $client->cancel('abcdefghij');
+            self::fail('no exception');
+        } catch (RequestException $e) {
+            self::assertNotInstanceOf(JobNotFoundException::class, $e);
+            self::assertSame('JOB_FINISHED', $e->getErrorCode());
+        }
+        try {
+            $client->wait('abcdefghij', 0);
+            self::fail('no exception');
+        } catch (UnavailableException $e) {
+            self::assertSame('SHUTTING_DOWN', $e->getErrorCode());
+        }
+        $client->close();
+        $requests = $stub->finish();
+        self::assertStringStartsWith("DELETE /v1/jobs/abcdefghij HTTP/1.1\r\n", $requests[1]['head']);
+        self::assertStringStartsWith("GET /v1/jobs/abcdefghij?wait=0 HTTP/1.1\r\n", $requests[2]['head']);
+    }
+
+    public function testObserveNeverThrows(): void
+    {
+        $stub = new StubServer([[['reply' => StubServer::error(400, 'Bad Request', 'INVALID_REQUEST', 'unknown field')]], [['close' => true]]]);
+        $client = new Client(['socket' => $stub->socket]);
+        $client->observe(['type' => 'nonsense']);
+        $client->observe(['type' => 'nonsense']);
+        (new Client(['socket' => $this->spool . '/no.sock']))->observe(['type' => 'transfer']);
+        $client->close();
+        self::assertCount(2, $stub->finish());
+    }
+
+    public function testSendWritesConnectionCloseAndDoesNotRead(): void
+    {
+        $stub = new StubServer([[['close' => true]]]);
+        $client = new Client(['socket' => $stub->socket]);
+        $id = $client->send('download', 'files', '/srv/b', '/b');
+        [$request] = $stub->finish();
+        self::assertStringContainsString("\r\nConnection: close\r\n", $request['head']);
+        self::assertStringNotContainsString('keep-alive', $request['head']);
+        self::assertSame($id, json_decode($request['body'], true)['id']);
+        self::assertSame('download', json_decode($request['body'], true)['direction']);
+    }
+
+    public function testPassthruCopiesTheBodyAndKeepsTheConnection(): void
+    {
+        $body = random_bytes(300000);
+        $stub = new StubServer([[
+            ['reply' => StubServer::answer(206, 'Partial Content', $body, ['Content-Type' => 'application/octet-stream', 'Content-Range' => 'bytes 0-299999/400000', 'Accept-Ranges' => 'bytes'])],
+            ['reply' => StubServer::error(404, 'Not Found', 'REMOTE_NOT_FOUND', '/x does not exist')],
+        ]]);
+        $client = new Client(['socket' => $stub->socket]);
+        ob_start();
+        $n = $client->passthru('files', '/2026/a b.bin', 'bytes=0-299999');
+        $out = ob_get_clean();
+        self::assertSame(300000, $n);
+        self::assertSame($body, $out);
+
+        ob_start();
+        $n = $client->passthru('files', '/x');
+        $out = ob_get_clean();
+        self::assertSame(strlen($out), $n);
+        self::assertSame('REMOTE_NOT_FOUND', json_decode($out, true)['error']['code']);
+        $client->close();
+        $requests = $stub->finish();
+        self::assertSame([0, 0], array_column($requests, 'conn'));
+        self::assertStringStartsWith("GET /v1/stream/files/2026/a%20b.bin HTTP/1.1\r\n", $requests[0]['head']);
+        self::assertStringContainsString("\r\nRange: bytes=0-299999\r\n", $requests[0]['head']);
+    }
+}

@@ -16,9 +16,9 @@ export class ConfigError extends Error {
 const TARGET_NAME = /^[A-Za-z0-9_.-]{1,64}$/
 const KNOWN_TOP = new Set(['listen', 'stateDir', 'roots', 'token', 'socketMode', 'socketGroup', 'targets',
   'queue', 'retry', 'timeouts', 'shutdownGraceMs', 'logLevel', 'spool', 'callbacks'])
-const TARGET_COMMON = ['type', 'concurrency', 'retry', 'timeouts']
+const TARGET_COMMON = ['type', 'concurrency', 'retry', 'timeouts', 'tempSuffix']
 const TARGET_KEYS = {
-  webhdfs: [...TARGET_COMMON, 'namenodes', 'user', 'base'],
+  webhdfs: [...TARGET_COMMON, 'namenodes', 'user', 'base', 'delegation', 'headers', 'checksum'],
   http: [...TARGET_COMMON, 'url', 'atomic'],
   file: [...TARGET_COMMON, 'dir']
 }
@@ -33,7 +33,9 @@ export const DEFAULTS = Object.freeze({
   spool: { intervalMs: 1000 },
   callbacks: { attempts: 8, baseDelayMs: 1000, maxDelayMs: 60000, timeoutMs: 10000 },
   shutdownGraceMs: 10000,
-  logLevel: 'info'
+  logLevel: 'info',
+  tempSuffix: '._COPYING_',
+  webhdfsChecksum: true
 })
 
 // The state directory when neither the config nor systemd (STATE_DIRECTORY) names one.
@@ -168,7 +170,8 @@ function validateTarget (name, t, top) {
     type: t.type,
     concurrency: int(t.concurrency, `${field}.concurrency`, { min: 1, max: 1024, fallback: DEFAULTS.concurrency }),
     retry: section(t.retry, `${field}.retry`, top.retry),
-    timeouts: section(t.timeouts, `${field}.timeouts`, top.timeouts)
+    timeouts: section(t.timeouts, `${field}.timeouts`, top.timeouts),
+    tempSuffix: tempSuffix(t.tempSuffix, `${field}.tempSuffix`)
   }
   if (t.type === 'webhdfs') {
     if (!Array.isArray(t.namenodes) || t.namenodes.length === 0) throw new ConfigError(`${field}.namenodes`, 'must be a non-empty array of namenode HTTP URLs, e.g. ["http://nn1:9870"]')
@@ -180,6 +183,14 @@ function validateTarget (name, t, top) {
     if (t.user !== undefined && (typeof t.user !== 'string' || !/^[A-Za-z0-9_.@-]{1,128}$/.test(t.user))) throw new ConfigError(`${field}.user`, 'must be a user name')
     out.user = t.user ?? null
     out.base = remoteBase(t.base ?? '/', `${field}.base`)
+    // A delegation token as HDFS encodes it (URL-safe base64); it travels as a query parameter.
+    if (t.delegation !== undefined && t.delegation !== null && (typeof t.delegation !== 'string' || !/^[A-Za-z0-9_-]{8,4096}$/.test(t.delegation))) {
+      throw new ConfigError(`${field}.delegation`, 'must be a delegation token string (URL-safe base64, as `hdfs fetchdt` or GETDELEGATIONTOKEN prints it)')
+    }
+    out.delegation = t.delegation ?? null
+    out.headers = extraHeaders(t.headers, `${field}.headers`)
+    if (t.checksum !== undefined && typeof t.checksum !== 'boolean') throw new ConfigError(`${field}.checksum`, 'must be true or false')
+    out.checksum = t.checksum ?? DEFAULTS.webhdfsChecksum
   } else if (t.type === 'http') {
     const url = httpUrl(t.url, `${field}.url`)
     if (!url.pathname.endsWith('/')) url.pathname += '/'
@@ -188,6 +199,32 @@ function validateTarget (name, t, top) {
     out.atomic = t.atomic ?? true
   } else {
     out.dir = realDir(t.dir, `${field}.dir`, { create: true })
+  }
+  return Object.freeze(out)
+}
+
+function tempSuffix (value, field) {
+  if (value === undefined) return DEFAULTS.tempSuffix
+  if (typeof value !== 'string' || !/^[A-Za-z0-9._~-]{1,32}$/.test(value)) {
+    throw new ConfigError(field, `must be 1–32 of A-Z a-z 0-9 . _ ~ -, e.g. "._COPYING_", got ${JSON.stringify(value)}`)
+  }
+  return value
+}
+
+// Extra request headers for the namenodes (e.g. Authorization for a gateway). Values are secrets:
+// never logged, hidden by describeConfig.
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/
+const RESERVED_HEADERS = new Set(['host', 'content-length', 'content-type', 'transfer-encoding', 'connection', 'expect', 'range', 'if-range'])
+function extraHeaders (value, field) {
+  if (value === undefined || value === null) return Object.freeze({})
+  if (!isObject(value)) throw new ConfigError(field, 'must be an object of header name → string value, e.g. {"Authorization": "Bearer …"}')
+  const out = {}
+  for (const [name, v] of Object.entries(value)) {
+    if (!HEADER_NAME.test(name)) throw new ConfigError(`${field}.${name}`, 'is not a valid header name')
+    if (RESERVED_HEADERS.has(name.toLowerCase())) throw new ConfigError(`${field}.${name}`, 'is set by the sidecar itself and cannot be configured')
+    // eslint-disable-next-line no-control-regex
+    if (typeof v !== 'string' || /[\u0000-\u001f\u007f]/.test(v)) throw new ConfigError(`${field}.${name}`, 'must be a string without control characters')
+    out[name.toLowerCase()] = v
   }
   return Object.freeze(out)
 }
@@ -276,10 +313,18 @@ export function validateConfig (raw, { env = process.env } = {}) {
   })
 }
 
-// What is safe to log or print: the token is never shown.
+// What is safe to log or print: the token, delegation tokens and configured header values are never shown.
 export function describeConfig (config) {
+  const targets = Object.fromEntries(Object.entries(config.targets).map(([name, t]) => [name, t.type !== 'webhdfs'
+    ? t
+    : {
+        ...t,
+        delegation: t.delegation ? '[set]' : null,
+        headers: Object.fromEntries(Object.keys(t.headers).map((h) => [h, '[set]']))
+      }]))
   return {
     ...config,
+    targets,
     token: config.token ? '[set]' : null,
     callbacks: { ...config.callbacks, secret: config.callbacks.secret ? '[set]' : null }
   }

@@ -55,11 +55,15 @@ export const RemoteNotFoundError = define('REMOTE_NOT_FOUND', 404)
 export const RemoteExistsError = define('REMOTE_EXISTS', 409)
 export const PermissionDeniedError = define('PERMISSION_DENIED', 403)
 export const RemoteRejectedError = define('REMOTE_REJECTED', 502)
+export const RemoteQuotaExceededError = define('REMOTE_QUOTA_EXCEEDED', 507)
 export const RemoteUnavailableError = define('REMOTE_UNAVAILABLE', 503, true)
 export const NetworkError = define('NETWORK_ERROR', 503, true)
 export const TimeoutError = define('TIMEOUT', 504, true)
 export const SizeMismatchError = define('SIZE_MISMATCH', 502, true)
 export const Sha256MismatchError = define('SHA256_MISMATCH', 422)
+// The target's own checksum of what it stored (HDFS GETFILECHECKSUM) differs from the bytes sent
+// or received: corrupted on the way, so the transfer is redone.
+export const ChecksumMismatchError = define('CHECKSUM_MISMATCH', 502, true)
 export const CancelledError = define('CANCELLED', 409)
 
 export const API_ERROR_CODES = [
@@ -71,14 +75,14 @@ export const API_ERROR_CODES = [
 
 export const JOB_ERROR_CODES = [
   PathNotAllowedError, InvalidPathError, LocalNotFoundError, LocalExistsError, LocalIoError,
-  RemoteNotFoundError, RemoteExistsError, PermissionDeniedError, RemoteRejectedError,
-  RemoteUnavailableError, NetworkError, TimeoutError, SizeMismatchError, Sha256MismatchError,
+  RemoteNotFoundError, RemoteExistsError, PermissionDeniedError, RemoteRejectedError, RemoteQuotaExceededError,
+  RemoteUnavailableError, NetworkError, TimeoutError, SizeMismatchError, Sha256MismatchError, ChecksumMismatchError,
   CancelledError
 ].map((e) => e.code)
 
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH',
   'EAI_AGAIN', 'ENOTFOUND', 'ECONNABORTED', 'ERR_STREAM_PREMATURE_CLOSE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED',
-  'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH'])
+  'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH', 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH'])
 const TIMEOUT_CODES = new Set(['ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
 const LOCAL_NOT_FOUND_CODES = new Set(['ENOENT', 'ENOTDIR'])
 

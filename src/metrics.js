@@ -1,113 +1,213 @@
-// Prometheus metrics (prom-client) on a registry of our own. Labels are bounded: direction,
-// backend type, via, outcome, error code, size class; never paths, ids or hosts.
+// Prometheus metrics (prom-client) on a registry of our own. Names follow the Prometheus rules
+// (base units, `_total` counters, real histograms); labels are bounded: direction, backend type,
+// via, mode, outcome, job state, error code, size class; never paths, ids, hosts or target names.
+// Counters whose label values are known up front are initialised to 0 so that rate() and alerts
+// see them before the first event. The README's metrics table documents every series.
+import fs from 'node:fs/promises'
+import path from 'node:path'
 import client from 'prom-client'
 
 const MiB = 1 << 20
-const SIZE_CLASSES = [[10 * MiB, 'lt_10MiB'], [100 * MiB, '10_100MiB'], [1024 * MiB, '100MiB_1GiB'], [Infinity, 'ge_1GiB']]
+const GiB = 1 << 30
+
+// File-size classes of the "throughput vs file size" view: small files (hand-off and request
+// overhead dominate), then one class per decade up to 1 GiB.
+export const SIZE_CLASSES = Object.freeze([
+  [MiB, 'lt_1MiB'],
+  [10 * MiB, '1_10MiB'],
+  [100 * MiB, '10_100MiB'],
+  [GiB, '100MiB_1GiB'],
+  [Infinity, 'ge_1GiB']
+])
 
 export function sizeClass (bytes) {
   return SIZE_CLASSES.find(([limit]) => bytes < limit)[1]
 }
 
-export function createMetrics ({ scheduler = () => null, collectDefault = true } = {}) {
+// Powers of two from 1 MiB/s to 4 GiB/s (resolves a factor of 2 anywhere in that range).
+const THROUGHPUT_BUCKETS = Array.from({ length: 13 }, (_, i) => MiB * 2 ** i)
+// Powers of two from 1 MiB to 4 GiB: a php-curl buffered download holds 1–2× the file.
+const MEMORY_BUCKETS = Array.from({ length: 13 }, (_, i) => MiB * 2 ** i)
+const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600]
+const HANDOFF_BUCKETS = [0.00001, 0.00002, 0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1, 1]
+
+// The spool's file names (see spool.js): <id>.json; temp files and rejected/ are not pending.
+const SPOOL_NAME = /^[A-Za-z0-9_-]{8,64}\.json$/
+
+// Counts the pending files of a spool directory and the age of the oldest one.
+export async function spoolBacklog (dir, now = Date.now()) {
+  const out = { pending: 0, rejected: 0, oldestAgeSeconds: 0 }
+  if (!dir) return out
+  const names = (await fs.readdir(dir).catch(() => [])).filter((n) => SPOOL_NAME.test(n))
+  let oldest = now
+  for (let i = 0; i < names.length; i += 256) {
+    const stats = await Promise.all(names.slice(i, i + 256).map((n) => fs.stat(path.join(dir, n)).catch(() => null)))
+    for (const st of stats) {
+      if (!st?.isFile()) continue
+      out.pending++
+      oldest = Math.min(oldest, st.mtimeMs)
+    }
+  }
+  out.oldestAgeSeconds = out.pending ? Math.max(0, (now - oldest) / 1000) : 0
+  const rejected = await fs.readdir(path.join(dir, 'rejected')).catch(() => [])
+  out.rejected = rejected.filter((n) => SPOOL_NAME.test(n)).length
+  return out
+}
+
+// `scheduler` returns the Scheduler (or null before it exists): queue gauges read its stats() and
+// config. `spoolDir` returns the spool directory (default: the scheduler's config.spool.dir).
+export function createMetrics ({ scheduler = () => null, spoolDir, collectDefault = true } = {}) {
   const registry = new client.Registry()
-  if (collectDefault) client.collectDefaultMetrics({ register: registry })
+  if (collectDefault) {
+    client.collectDefaultMetrics({ register: registry })
+    // prom-client's `nodejs_active_{handles,requests,resources}_total` are gauges named like
+    // counters (promtool rejects them); they are the sum() of the per-type gauges it also exports.
+    for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
+      registry.removeSingleMetric(name)
+    }
+  }
+  spoolDir ??= () => scheduler()?.config?.spool?.dir ?? null
+  const registers = [registry]
 
   const bytes = new client.Counter({
     name: 'sidecar_transfer_bytes_total',
-    help: 'Bytes moved by finished transfers.',
+    help: 'Bytes moved by successful transfers (sidecar jobs and php-curl transfers reported by PHP).',
     labelNames: ['direction', 'backend', 'via', 'mode'],
-    registers: [registry]
+    registers
   })
   const transfers = new client.Counter({
     name: 'sidecar_transfers_total',
-    help: 'Finished transfer jobs by outcome.',
+    help: 'Finished transfers by outcome (a sidecar job counts once, after its last attempt).',
     labelNames: ['direction', 'backend', 'via', 'mode', 'outcome'],
-    registers: [registry]
+    registers
   })
   const duration = new client.Histogram({
     name: 'sidecar_transfer_duration_seconds',
-    help: 'Duration of the last attempt of each finished transfer.',
+    help: 'Duration of successful transfers (for sidecar jobs: the last attempt).',
     labelNames: ['direction', 'backend', 'via', 'mode', 'size_class'],
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600],
-    registers: [registry]
+    buckets: DURATION_BUCKETS,
+    registers
   })
   const throughput = new client.Histogram({
     name: 'sidecar_transfer_throughput_bytes_per_second',
-    help: 'Throughput of each successful transfer.',
+    help: 'Throughput (bytes / duration) of each successful transfer.',
     labelNames: ['direction', 'backend', 'via', 'mode', 'size_class'],
-    buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096].map((m) => m * MiB),
-    registers: [registry]
+    buckets: THROUGHPUT_BUCKETS,
+    registers
   })
   const accepted = new client.Counter({
     name: 'sidecar_jobs_accepted_total',
-    help: 'Jobs accepted (persisted and acknowledged with 202).',
+    help: 'Jobs accepted (persisted and acknowledged), over the API or from the spool.',
     labelNames: ['direction'],
-    registers: [registry]
+    registers
   })
   const finished = new client.Counter({
     name: 'sidecar_jobs_finished_total',
     help: 'Jobs that reached a final state.',
     labelNames: ['state'],
-    registers: [registry]
+    registers
   })
   const retries = new client.Counter({
     name: 'sidecar_transfer_retries_total',
-    help: 'Attempts that failed with a retryable error and were scheduled again.',
+    help: 'Attempts that failed with a retryable error and were scheduled again, by error code.',
     labelNames: ['backend', 'code'],
-    registers: [registry]
+    registers
   })
   const failures = new client.Counter({
     name: 'sidecar_transfer_failures_total',
-    help: 'Jobs that failed, by error code.',
+    help: 'Jobs that failed for good, by error code.',
     labelNames: ['backend', 'code'],
-    registers: [registry]
+    registers
+  })
+  const failovers = new client.Counter({
+    name: 'sidecar_namenode_failovers_total',
+    help: 'Times a WebHDFS target moved on to another namenode (standby or unreachable).',
+    registers
   })
   const phpMemory = new client.Histogram({
     name: 'sidecar_php_peak_memory_bytes',
     help: 'Peak PHP memory of direct php-curl transfers, as reported by the PHP client.',
     labelNames: ['direction', 'backend', 'mode'],
-    buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096].map((m) => m * MiB),
-    registers: [registry]
+    buckets: MEMORY_BUCKETS,
+    registers
   })
   const handoff = new client.Histogram({
     name: 'sidecar_php_handoff_seconds',
     help: 'Time PHP spent handing a job to the sidecar, as reported by the PHP client.',
     labelNames: ['transport', 'acked'],
-    buckets: [0.00001, 0.00002, 0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1, 1],
-    registers: [registry]
+    buckets: HANDOFF_BUCKETS,
+    registers
   })
   const spool = new client.Counter({
     name: 'sidecar_spool_files_total',
     help: 'Spool files handled: ingested, duplicate (already accepted), rejected.',
     labelNames: ['outcome'],
-    registers: [registry]
+    registers
   })
   const callbacks = new client.Counter({
     name: 'sidecar_callbacks_total',
     help: 'Completion callbacks by final outcome.',
     labelNames: ['outcome'],
-    registers: [registry]
+    registers
   })
   const streamed = new client.Counter({
     name: 'sidecar_stream_bytes_total',
     help: 'Bytes served by GET /v1/stream.',
     labelNames: ['backend'],
-    registers: [registry]
+    registers
   })
-  // eslint-disable-next-line no-new
+  /* eslint-disable no-new */
   new client.Gauge({
     name: 'sidecar_queue_jobs',
     help: 'Unfinished jobs by state (queued includes those waiting for a retry).',
     labelNames: ['state'],
-    registers: [registry],
+    registers,
     collect () {
       const s = scheduler()?.stats()
-      if (!s) return
-      this.set({ state: 'queued' }, s.waiting)
-      this.set({ state: 'running' }, s.running)
+      this.set({ state: 'queued' }, s?.waiting ?? 0)
+      this.set({ state: 'running' }, s?.running ?? 0)
     }
   })
+  new client.Gauge({
+    name: 'sidecar_queue_limit_jobs',
+    help: 'Configured queue.limit: unfinished jobs accepted at most.',
+    registers,
+    collect () {
+      const limit = scheduler()?.config?.queue?.limit
+      if (limit !== undefined) this.set(limit)
+    }
+  })
+  new client.Gauge({
+    name: 'sidecar_spool_files',
+    help: 'Files in the spool directory: pending (not yet ingested) and rejected (in rejected/).',
+    labelNames: ['state'],
+    registers,
+    async collect () {
+      const b = await backlog()
+      this.set({ state: 'pending' }, b.pending)
+      this.set({ state: 'rejected' }, b.rejected)
+    }
+  })
+  new client.Gauge({
+    name: 'sidecar_spool_oldest_file_age_seconds',
+    help: 'Age (since its last modification) of the oldest pending spool file; 0 when the spool is empty.',
+    registers,
+    async collect () { this.set((await backlog()).oldestAgeSeconds) }
+  })
+  /* eslint-enable no-new */
+
+  // The registry collects every metric at once: both spool gauges share one directory scan.
+  let scanning = null
+  function backlog () {
+    scanning ??= spoolBacklog(spoolDir()).finally(() => { scanning = null })
+    return scanning
+  }
+
+  for (const direction of ['upload', 'download']) accepted.inc({ direction }, 0)
+  for (const state of ['succeeded', 'failed', 'cancelled']) finished.inc({ state }, 0)
+  for (const outcome of ['ingested', 'duplicate', 'rejected']) spool.inc({ outcome }, 0)
+  for (const outcome of ['delivered', 'failed']) callbacks.inc({ outcome }, 0)
+  failovers.inc(0)
 
   return {
     registry,
@@ -118,6 +218,9 @@ export function createMetrics ({ scheduler = () => null, collectDefault = true }
       if (outcome === 'failed') failures.inc({ backend, code })
       record({ direction: job.direction, backend, via: 'sidecar', mode: 'streamed', outcome, bytes: job.bytes, seconds })
     },
+    // A WebHDFS target moved on to another namenode. `target` is accepted for the caller's
+    // convenience but not used as a label.
+    failover (target) { failovers.inc() },
     // A direct php-curl transfer reported by the PHP client (POST /v1/observations).
     phpTransfer (o) {
       record({ ...o, via: 'php_curl' })

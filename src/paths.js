@@ -87,10 +87,12 @@ export async function openSource (local, roots) {
   }
 }
 
-// Creates the temporary file of a download next to its final name, confined like the source.
+// Opens (creating it if needed) the temporary file of a download next to its final name, confined
+// like the source. Not truncated: a resumed download keeps what an earlier attempt wrote; readable,
+// so that those bytes can be hashed again after a restart.
 export async function openTemp (dest, tmpName, roots) {
   const tmpPath = path.join(dest.dir, tmpName)
-  const handle = await fs.open(tmpPath, C.O_WRONLY | C.O_CREAT | C.O_TRUNC | C.O_NOFOLLOW, 0o640)
+  const handle = await fs.open(tmpPath, C.O_RDWR | C.O_CREAT | C.O_NOFOLLOW, 0o640)
   try {
     if (!isInside(path.dirname(await openedPath(handle)), roots)) throw new PathNotAllowedError(`${dest.path} is not inside a configured root`)
     return { handle, path: tmpPath }

@@ -1,7 +1,7 @@
 // The job pipeline in one place: accept → persist → schedule → transfer → verify/publish → record.
 // Per-target FIFO queues with a concurrency limit, retries with exponential backoff and jitter,
 // cancel and shutdown through each job's AbortController, pruning of finished jobs.
-import { upload, download, finishPublish } from './transfer.js'
+import { upload, download, finishPublish, discardPartial } from './transfer.js'
 import { parseJobRequest, newJob, sameRequest, FINAL_STATES } from './jobs.js'
 import { resolveSource, resolveDestination } from './paths.js'
 import {
@@ -245,14 +245,24 @@ export class Scheduler {
     Object.assign(job, { state: 'running', attempts: job.attempts + 1, error: null, nextAttemptAt: null })
     if (job.phase !== 'publishing') job.bytes = 0
     job.startedAt ??= this.now()
-    await this.#save(job)
+    // Not synced: after a crash the job is found queued and started again, which is the same.
+    await this.#save(job, { durable: false })
     const target = this.config.targets[job.target]
     try {
       const deps = {
         backend: this.backends[job.target],
         roots: this.config.roots,
         signal,
-        onStart: ({ size }) => { job.size = size },
+        // A download journals the version of what it reads, so that after a restart its temp
+        // file is continued only if the remote file is still the same.
+        onStart: ({ size, version, resumedFrom }) => {
+          job.size = size
+          if (version === undefined) return
+          job.resumedFrom = resumedFrom
+          if ((job.remoteVersion ?? null) === version) return
+          job.remoteVersion = version
+          return this.#save(job)
+        },
         onProgress: (bytes) => { job.bytes = bytes },
         // Journaled before publishing, so a crash here is finished, not redone (see finishPublish).
         onVerified: ({ bytes, sha256 }) => {
@@ -290,7 +300,7 @@ export class Scheduler {
     const exp = Math.min(retry.maxDelayMs, retry.baseDelayMs * 2 ** (job.attempts - 1))
     const delay = Math.round(exp / 2 + this.random() * exp / 2) // "equal jitter"
     Object.assign(job, { state: 'queued', error: err.toJSON(), nextAttemptAt: new Date(this.clock() + delay).toISOString() })
-    await this.#save(job)
+    await this.#save(job, { durable: false })
     this.#later(job)
   }
 
@@ -305,6 +315,8 @@ export class Scheduler {
 
   async #finish (job, state, err) {
     delete job.phase
+    // A failed or cancelled download may have kept its temp file for a resume that will not come.
+    if (state !== 'succeeded') await discardPartial(job, { roots: this.config.roots }).catch(() => {})
     Object.assign(job, { state, error: err ? err.toJSON() : null, finishedAt: this.now(), nextAttemptAt: null })
     if (job.callback) job.callbackState = 'pending'
     this.unfinished--
@@ -315,11 +327,11 @@ export class Scheduler {
     if (job.callback) this.callbacks?.deliver(job)
   }
 
-  async #save (job) {
+  async #save (job, { durable = true } = {}) {
     job.updatedAt = this.now()
     this.#log(job)
     try {
-      await this.store.put(job)
+      await this.store.put(job, { durable })
     } catch (err) {
       // The previous record stays on disk, so the job is recovered (and re-run) after a restart.
       this.logger.error({ err, job: job.id }, 'cannot persist job state')

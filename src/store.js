@@ -57,12 +57,14 @@ class JobStore {
     return [...this.records.values()].map((s) => JSON.parse(s))
   }
 
-  // Resolves once the record is on disk. Concurrent calls share one fdatasync.
-  put (record) {
+  // Resolves once the record is on disk; concurrent calls share one fdatasync. With
+  // `durable: false` (transitions a crash may lose, like "running") the line is written with the
+  // next batch and the promise resolves without waiting for a sync.
+  put (record, { durable = true } = {}) {
     const line = JSON.stringify(record)
     const created = !this.records.has(record.id)
     this.records.set(record.id, line)
-    return this.#append(`{"op":"put","job":${line}}`, created ? record.id : null)
+    return this.#append(`{"op":"put","job":${line}}`, created ? record.id : null, durable)
   }
 
   remove (id) {
@@ -70,10 +72,11 @@ class JobStore {
     return this.#append(JSON.stringify({ op: 'del', id }), null)
   }
 
-  #append (line, createdId) {
+  #append (line, createdId, durable = true) {
     if (this.#closed) return Promise.reject(new Error('job store is closed'))
     return new Promise((resolve, reject) => {
-      this.#pending.push({ line, createdId, resolve, reject })
+      this.#pending.push({ line, createdId, durable, resolve, reject })
+      if (!durable) resolve()
       this.#flushing ??= this.#flush()
     })
   }
@@ -85,7 +88,7 @@ class JobStore {
         this.#pending = []
         try {
           await this.#handle.write(batch.map((b) => b.line).join('\n') + '\n')
-          await this.#handle.datasync()
+          if (batch.some((b) => b.durable)) await this.#handle.datasync()
         } catch (err) {
           // Not acknowledged, so a job created by this batch must not survive in a later compaction.
           for (const b of batch) {

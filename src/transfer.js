@@ -1,28 +1,42 @@
-// The data path of one attempt. Every byte goes through stream/promises.pipeline:
-// source → Meter (byte count + sha256) → sink, with backpressure and the job's AbortSignal.
-import { Transform } from 'node:stream'
-import { pipeline, finished } from 'node:stream/promises'
-import { createReadStream, createWriteStream } from 'node:fs'
+// The data path of one attempt. Every byte goes through stream/promises.pipeline with
+// backpressure and the job's AbortSignal: source → Meter (count, sha256, the target's own
+// checksum) → sink. Downloads hash in their sink instead, after each write, so that the hash
+// covers exactly the bytes on disk and a broken download can continue where it stopped.
+import { Transform, Writable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { createReadStream } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { createHash } from 'node:crypto'
 import { openSource, openTemp, resolveDestination } from './paths.js'
 import { uploadTempPath } from './backends/index.js'
 import { syncDir } from './store.js'
-import { LocalExistsError, RemoteExistsError, SizeMismatchError, Sha256MismatchError } from './errors.js'
+import {
+  LocalExistsError, RemoteExistsError, SizeMismatchError, Sha256MismatchError, ChecksumMismatchError, SidecarError,
+  toSidecarError
+} from './errors.js'
 
 const CHUNK = 1 << 20
+// When an upload's body fails (EPIPE, reset), how long to wait for the server's answer, which
+// usually says why (a datanode's StandbyException, a quota) better than the broken pipe.
+const SERVER_ANSWER_GRACE_MS = 1000
+
+// Errors after which the bytes of a partial download are suspect: start over rather than resume.
+const CONTENT_ERRORS = [SizeMismatchError, Sha256MismatchError, ChecksumMismatchError]
 
 export class Meter extends Transform {
-  constructor (onProgress) {
+  constructor (onProgress, { start = 0, hash = true, checksum = null } = {}) {
     super({ highWaterMark: CHUNK })
-    this.hash = createHash('sha256')
-    this.bytes = 0
+    this.hash = hash ? createHash('sha256') : null
+    this.checksum = checksum
+    this.bytes = start
     this.onProgress = onProgress
   }
 
   _transform (chunk, encoding, callback) {
-    this.hash.update(chunk)
+    this.hash?.update(chunk)
+    this.checksum?.update(chunk)
     this.bytes += chunk.length
     this.onProgress?.(this.bytes)
     callback(null, chunk)
@@ -42,71 +56,206 @@ function verify ({ bytes, size, sha256, expected, what }) {
   }
 }
 
+const tempPathOf = (backend, job) => backend.atomic === false ? job.remote : uploadTempPath(job.remote, job.id, backend.tempSuffix)
+
 // Upload: local file → temp name on the target → verify → publish under the final name.
 export async function upload (job, { backend, roots, signal, onStart, onProgress, onVerified }) {
   const source = await openSource(job.local, roots)
-  const tmp = backend.atomic === false ? job.remote : uploadTempPath(job.remote, job.id)
+  const tmp = tempPathOf(backend, job)
   let written = false
   try {
-    onStart?.({ size: source.size })
+    await onStart?.({ size: source.size })
     if (!job.overwrite && await backend.stat(job.remote, { signal })) {
       throw new RemoteExistsError(`${job.remote} exists on ${job.target} and overwrite is false`)
     }
-    const meter = new Meter(onProgress)
-    const sink = await backend.openWrite(tmp, { size: source.size, signal })
+    // A failed attempt may have left its temp file, still leased on HDFS to the writer that died;
+    // removing it first lets this attempt create it afresh instead of waiting for lease recovery.
+    if (job.attempts > 1 && tmp !== job.remote) await backend.remove(tmp, { signal }).catch(() => {})
+    const checksum = await backend.createChecksum?.({ signal }) ?? null
+    const meter = new Meter(onProgress, { checksum })
+    const sink = await backend.openWrite(tmp, { size: source.size, signal, blockSize: checksum?.blockSize })
     written = true
     const read = createReadStream(null, { fd: source.handle, highWaterMark: CHUNK, start: 0 })
-    await Promise.all([pipeline(read, meter, sink.stream, { signal }), sink.done])
+    await sent(pipeline(read, meter, sink.stream, { signal }), sink.done, signal)
     const sha256 = meter.digest()
     verify({ bytes: meter.bytes, size: source.size, sha256, expected: job.expectedSha256, what: job.local })
     const stored = await backend.stat(tmp, { signal })
     verify({ bytes: stored?.size, size: meter.bytes, what: `${job.target}:${tmp}` })
+    const verified = checksum && await backend.verifyChecksum(tmp, checksum.digest(), { signal, status: stored })
     await onVerified?.({ bytes: meter.bytes, sha256 })
-    if (tmp !== job.remote) await backend.publish(tmp, job.remote, { overwrite: job.overwrite, signal })
+    if (tmp !== job.remote) await backend.publish(tmp, job.remote, { overwrite: job.overwrite, size: meter.bytes, signal })
     written = false
-    return { bytes: meter.bytes, size: source.size, sha256 }
+    return { bytes: meter.bytes, size: source.size, sha256, ...(verified && { checksum: verified }) }
   } finally {
     await source.handle.close().catch(() => {}) // a no-op when the read stream closed it
     if (written && tmp !== job.remote) await backend.remove(tmp).catch(() => {})
   }
 }
 
-// Download: target → hidden temp file beside the destination → fsync → verify → rename into place.
+// Waits for the request body to be sent and the server's answer to it.
+async function sent (piping, answer, signal) {
+  answer.catch(() => {}) // awaited below; not an unhandled rejection if the body fails first
+  try {
+    await piping
+  } catch (err) {
+    if (signal?.aborted) throw err
+    const said = await Promise.race([answer.then(() => null, (e) => e), sleep(SERVER_ANSWER_GRACE_MS, null, { ref: false })])
+    throw said instanceof SidecarError ? said : err
+  }
+  await answer
+}
+
+// What survives of a broken download in this process: the hash of the bytes on disk (Node's Hash
+// cannot be serialised; after a restart those bytes are hashed again from the file). Keyed by the
+// job object, which the scheduler keeps for the job's lifetime.
+const partials = new WeakMap()
+
+// Download: target → hidden temp file beside the destination → fsync → verify → rename into
+// place. A temp file left by an earlier attempt of the same job, of the same remote version, is
+// continued from its end rather than started over.
 export async function download (job, { backend, roots, signal, onStart, onProgress, onVerified }) {
   const dest = await resolveDestination(job.local, roots)
   if (!job.overwrite && await exists(dest.path)) {
     throw new LocalExistsError(`${job.local} exists and overwrite is false`)
   }
-  const src = await backend.openRead(job.remote, { signal })
-  onStart?.({ size: src.size })
-  let temp
-  try {
-    temp = await openTemp(dest, downloadTempName(dest, job), roots)
-  } catch (err) {
-    src.stream.destroy()
-    throw err
-  }
+  const tmpPath = path.join(dest.dir, downloadTempName(dest, job))
+  const live = partials.get(job)
+  partials.delete(job)
+  let src, temp, state, failure
   let published = false
   try {
-    const meter = new Meter(onProgress)
-    // The write stream owns the handle: it fsyncs (flush) and closes it before 'close'.
-    const write = createWriteStream(null, { fd: temp.handle, highWaterMark: CHUNK, flush: true })
-    await pipeline(src.stream, meter, write, { signal })
-    await finished(write)
-    const sha256 = meter.digest()
-    verify({ bytes: meter.bytes, size: src.size, sha256, expected: job.expectedSha256, what: `${job.target}:${job.remote}` })
-    await onVerified?.({ bytes: meter.bytes, sha256 })
+    let offset = await resumePoint(job, tmpPath, live)
+    src = await backend.openRead(job.remote, { offset, signal, ...(offset && { ifVersion: job.remoteVersion }) })
+    if (offset && !continues(src, job, offset)) {
+      if (src.offset !== 0) {
+        src.stream.destroy()
+        src = await backend.openRead(job.remote, { signal })
+      }
+      offset = 0
+    }
+    await onStart?.({ size: src.size, version: src.version ?? null, resumedFrom: offset })
+    temp = await openTemp(dest, downloadTempName(dest, job), roots)
+    await temp.handle.truncate(offset) // drops bytes written but never hashed, or all of a stale file
+    state = live && live.version === src.version && live.bytes === offset
+      ? live
+      : await hashPrefix(temp.handle, offset, src.version, await backend.createChecksum?.({ blockSize: src.blockSize, signal }) ?? null)
+    await pipeline(src.stream, new Meter(onProgress, { start: offset, hash: false }), new PartFile(temp.handle, state), { signal })
+    const sha256 = state.sha256.digest('hex')
+    state.digested = true
+    verify({ bytes: state.bytes, size: src.size, sha256, expected: job.expectedSha256, what: `${job.target}:${job.remote}` })
+    const verified = state.checksum && await backend.verifyChecksum(job.remote, state.checksum.digest(), { signal })
+    await onVerified?.({ bytes: state.bytes, sha256 })
     await publishLocal(temp.path, dest.path, job.overwrite)
     await syncDir(dest.dir)
     published = true
-    return { bytes: meter.bytes, size: src.size ?? meter.bytes, sha256 }
+    return { bytes: state.bytes, size: src.size ?? state.bytes, sha256, ...(verified && { checksum: verified }) }
+  } catch (err) {
+    failure = err
+    throw err
   } finally {
-    await temp.handle.close().catch(() => {})
-    if (!published) await fs.unlink(temp.path).catch(() => {})
+    src?.stream.destroy()
+    await temp?.handle.close().catch(() => {})
+    if (!published) {
+      const kept = state ?? live // before a new state exists, the file is as the last attempt left it
+      if (!keepForResume(failure, signal)) await fs.unlink(tmpPath).catch(() => {})
+      else if (kept && !kept.digested) partials.set(job, kept)
+    }
+  }
+}
+
+// Where to continue: the end of the temp file of an earlier attempt (in this process, the end of
+// what was hashed), if the version of the remote it came from is known.
+async function resumePoint (job, tmpPath, live) {
+  if (!job.remoteVersion) return 0
+  const st = await lstatOrNull(tmpPath)
+  if (!st?.isFile()) return 0
+  if (live && live.ino === st.ino && live.bytes <= st.size) return live.bytes
+  return st.size
+}
+
+// The stream opened at `offset` continues the bytes we have: same file version, range honoured.
+function continues (src, job, offset) {
+  return Boolean(src.version) && src.version === job.remoteVersion && (src.offset ?? offset) === offset &&
+    (src.size === null || src.size === undefined || offset <= src.size)
+}
+
+function keepForResume (err, signal) {
+  if (signal?.aborted) return signal.reason === 'shutdown'
+  const e = toSidecarError(err)
+  return e.retryable && !CONTENT_ERRORS.some((cls) => e instanceof cls)
+}
+
+// Hashes the first `length` bytes of the temp file again: the state a resumed download continues
+// (sha256, the target's checksum, bytes hashed, and which file of which remote version they are).
+async function hashPrefix (handle, length, version, checksum) {
+  const state = { sha256: createHash('sha256'), checksum, bytes: 0, ino: (await handle.stat()).ino, version, digested: false }
+  if (length === 0) return state
+  const read = createReadStream(null, { fd: handle, start: 0, end: length - 1, autoClose: false, highWaterMark: CHUNK })
+  await pipeline(read, new Writable({
+    highWaterMark: CHUNK,
+    write (chunk, encoding, callback) {
+      state.sha256.update(chunk)
+      state.checksum?.update(chunk)
+      state.bytes += chunk.length
+      callback()
+    }
+  }))
+  return state
+}
+
+// The sink of a download: writes each batch at its position, then (only then) hashes it, so
+// `state` always describes exactly the bytes on disk. fdatasync at the end.
+class PartFile extends Writable {
+  constructor (handle, state) {
+    super({ highWaterMark: CHUNK })
+    this.handle = handle
+    this.state = state
+  }
+
+  _write (chunk, encoding, callback) {
+    this._writev([{ chunk }], callback)
+  }
+
+  _writev (entries, callback) {
+    const buffers = entries.map((e) => e.chunk)
+    writeAll(this.handle, buffers, this.state.bytes).then(() => {
+      for (const b of buffers) {
+        this.state.sha256.update(b)
+        this.state.checksum?.update(b)
+        this.state.bytes += b.length
+      }
+      callback()
+    }, callback)
+  }
+
+  _final (callback) {
+    this.handle.datasync().then(() => callback(), callback)
+  }
+}
+
+async function writeAll (handle, buffers, position) {
+  let rest = buffers
+  while (rest.length) {
+    const { bytesWritten } = await handle.writev(rest, position)
+    position += bytesWritten
+    let skip = bytesWritten
+    while (rest.length && skip >= rest[0].length) {
+      skip -= rest[0].length
+      rest = rest.slice(1)
+    }
+    if (skip) rest = [rest[0].subarray(skip), ...rest.slice(1)]
   }
 }
 
 const downloadTempName = (dest, job) => `.${dest.name}.${job.id}.part`
+
+// The temp file of a download that ended without success (kept for a resume that will not come).
+export async function discardPartial (job, { roots }) {
+  partials.delete(job)
+  if (job.direction !== 'download') return
+  const dest = await resolveDestination(job.local, roots)
+  await fs.unlink(path.join(dest.dir, downloadTempName(dest, job))).catch(() => {})
+}
 
 // After a crash between "verified" (journaled with its size and sha256) and "succeeded", finish
 // the publish instead of transferring again, which would fail on overwrite=false. Returns null
@@ -125,10 +274,10 @@ export async function finishPublish (job, { backend, roots, signal }) {
     if (final?.isFile() && final.size === job.bytes && await sha256File(dest.path) === job.sha256) return result
     return null
   }
-  const tmp = backend.atomic === false ? job.remote : uploadTempPath(job.remote, job.id)
+  const tmp = tempPathOf(backend, job)
   const temp = tmp === job.remote ? null : await backend.stat(tmp, { signal })
   if (temp?.size === job.bytes) {
-    await backend.publish(tmp, job.remote, { overwrite: job.overwrite, signal })
+    await backend.publish(tmp, job.remote, { overwrite: job.overwrite, size: job.bytes, signal })
     return result
   }
   if (!temp && (await backend.stat(job.remote, { signal }))?.size === job.bytes) return result

@@ -8,17 +8,21 @@ import { syncDir } from '../store.js'
 
 const CHUNK = 1 << 20
 
+// Publishing replaces a file by rename, so a new inode (or size, or mtime) means another file.
+const versionOf = (st) => `${st.ino}:${st.size}:${Math.trunc(st.mtimeMs)}`
+
 export function createFileBackend (target) {
   const root = target.dir
   const full = (remote) => path.join(root, remote)
 
   return {
     type: 'file',
+    tempSuffix: target.tempSuffix,
 
     async stat (remote) {
       try {
         const s = await fs.stat(full(remote))
-        return { size: s.size, type: s.isDirectory() ? 'dir' : 'file' }
+        return { size: s.size, type: s.isDirectory() ? 'dir' : 'file', version: versionOf(s) }
       } catch (err) {
         if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return null
         throw err
@@ -33,9 +37,9 @@ export function createFileBackend (target) {
         if (err.code === 'ENOENT' || err.code === 'ENOTDIR') throw new RemoteNotFoundError(`${remote} does not exist`)
         throw err
       }
-      const { size } = await handle.stat()
+      const st = await handle.stat()
       const end = length === undefined ? undefined : offset + length - 1
-      return { stream: createReadStream(null, { fd: handle, start: offset, end, highWaterMark: CHUNK }), size }
+      return { stream: createReadStream(null, { fd: handle, start: offset, end, highWaterMark: CHUNK }), size: st.size, version: versionOf(st), offset }
     },
 
     async openWrite (remote) {

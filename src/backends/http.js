@@ -1,6 +1,20 @@
 // HTTP/WebDAV backend (Apache httpd mod_dav and alike): PUT and GET, MKCOL for missing
 // collections, atomic publish by WebDAV MOVE with an Overwrite header.
+import { Readable } from 'node:stream'
 import { send, putStream, putAgent, readSmall, firstLine, statusError, encodePath } from './http-util.js'
+
+// What tells that a file is still the same one: a strong ETag, else Last-Modified (both valid in
+// If-Range); null when the server sends neither, and then a download is never resumed.
+function validator (headers) {
+  const etag = headers.etag
+  if (typeof etag === 'string' && !etag.startsWith('W/')) return etag
+  return typeof headers['last-modified'] === 'string' ? headers['last-modified'] : null
+}
+
+function contentRangeSize (headers) {
+  const m = /\/(\d+)$/.exec(headers['content-range'] ?? '')
+  return m ? Number(m[1]) : null
+}
 
 export function createHttpBackend (target, { dispatcher }) {
   const base = new URL(target.url)
@@ -42,6 +56,7 @@ export function createHttpBackend (target, { dispatcher }) {
   return {
     type: 'http',
     atomic: target.atomic,
+    tempSuffix: target.tempSuffix,
 
     async stat (remote, { signal } = {}) {
       const res = await send(urlFor(remote), { method: 'HEAD', dispatcher, signal })
@@ -49,17 +64,28 @@ export function createHttpBackend (target, { dispatcher }) {
       if (res.statusCode === 404) return null
       if (res.statusCode >= 300) throw statusError(res.statusCode, `HEAD ${remote}: HTTP ${res.statusCode}`)
       const length = res.headers['content-length']
-      if (length !== undefined) return { size: Number(length), type: 'file' }
-      return { size: await sizeByRange(remote, signal), type: 'file' }
+      const version = validator(res.headers)
+      if (length !== undefined) return { size: Number(length), type: 'file', version }
+      return { size: await sizeByRange(remote, signal), type: 'file', version }
     },
 
-    async openRead (remote, { offset = 0, length, signal } = {}) {
+    // Resuming (`offset` > 0 with the version of the first attempt) asks with If-Range: a server
+    // whose file changed answers 200 with all of it, which `offset: 0` reports.
+    async openRead (remote, { offset = 0, length, signal, ifVersion } = {}) {
       const ranged = offset > 0 || length !== undefined
       const headers = ranged ? { range: `bytes=${offset}-${length === undefined ? '' : offset + length - 1}` } : {}
+      if (offset > 0 && ifVersion) headers['if-range'] = ifVersion
       const res = await send(urlFor(remote), { headers, dispatcher, signal })
-      if (res.statusCode !== (ranged ? 206 : 200)) throw await fail(res, `GET ${remote}`)
+      const version = validator(res.headers)
+      if (res.statusCode === 416 && length === undefined && contentRangeSize(res.headers) === offset) {
+        await res.body.dump() // resumed at the very end: nothing left to read
+        return { stream: Readable.from([]), size: offset, version, offset }
+      }
+      const whole = res.statusCode === 200 && offset > 0 && length === undefined
+      if (res.statusCode !== (ranged && !whole ? 206 : 200)) throw await fail(res, `GET ${remote}`)
+      const start = whole ? 0 : offset
       const received = res.headers['content-length']
-      return { stream: res.body, size: length !== undefined || received === undefined ? null : offset + Number(received) }
+      return { stream: res.body, size: length !== undefined || received === undefined ? null : start + Number(received), version, offset: start }
     },
 
     async openWrite (remote, { size, signal } = {}) {

@@ -1,9 +1,16 @@
 // Every backend implements one contract:
-//   stat(remote) → {size, type} | null
-//   openRead(remote, {offset, length, signal}) → {stream: Readable, size} (size: to the end of the file)
+//   stat(remote) → {size, type, version} | null
+//   openRead(remote, {offset, length, signal, ifVersion}) → {stream: Readable, size, version, offset}
+//     size: to the end of the file; version: an opaque validator of the file's content (null if the
+//     server gives none), so a download resumed at `offset` can tell it still reads the same file;
+//     offset: where the stream really starts (0 when the server ignored the range)
 //   openWrite(remote, {size, signal}) → {stream: Writable, done: Promise}
-//   publish(tmp, remote, {overwrite, signal}) — atomic move of a finished upload into place
+//   publish(tmp, remote, {overwrite, size, signal}) — atomic move of a finished upload into place
 //   remove(remote), close()
+//   tempSuffix — suffix of upload temp names (target option, default "._COPYING_")
+// Optional, for targets that keep their own checksum of stored data (webhdfs):
+//   createChecksum({blockSize, signal}) → {update(buf), digest()} | null
+//   verifyChecksum(remote, digest, {signal}) → {algorithm, bytes} | null (null: not comparable)
 import path from 'node:path'
 import { createFileBackend } from './file.js'
 import { createHttpBackend } from './http.js'
@@ -17,6 +24,6 @@ export function createBackend (target, deps) {
 
 // Where an upload is written before it is published: beside the final name, hidden (leading dot,
 // so Hadoop input formats and directory listings skip it), and unique per job.
-export function uploadTempPath (remote, jobId) {
-  return path.posix.join(path.posix.dirname(remote), `.${path.posix.basename(remote)}.${jobId}._COPYING_`)
+export function uploadTempPath (remote, jobId, suffix = '._COPYING_') {
+  return path.posix.join(path.posix.dirname(remote), `.${path.posix.basename(remote)}.${jobId}${suffix}`)
 }

@@ -1,145 +1,387 @@
-// WebHDFS backend: two-step CREATE and OPEN (namenode → datanode), atomic publish by RENAME.
-// RemoteException bodies become coded errors that keep the Java exception class.
+// WebHDFS backend: two-step CREATE and OPEN (namenode → datanode), atomic publish by RENAME,
+// namenode failover (HA), datanode exclusion, and HDFS's own checksum compared end to end.
+// RemoteException bodies become coded errors that keep the Java exception class. Nothing that may
+// carry a credential reaches a message or a log line: a datanode Location holds `delegation=`.
+import { Readable } from 'node:stream'
+import { setTimeout as sleep } from 'node:timers/promises'
 import {
   RemoteNotFoundError, RemoteExistsError, PermissionDeniedError, RemoteRejectedError, RemoteUnavailableError,
-  NetworkError, TimeoutError, toSidecarError
+  RemoteQuotaExceededError, ChecksumMismatchError, NetworkError, TimeoutError, toSidecarError
 } from '../errors.js'
-import { send, putStream, readSmall, readJson, firstLine, encodePath } from './http-util.js'
+import { send, putStream, readSmall, firstLine, encodePath } from './http-util.js'
+import { createHdfsChecksum, parseFileChecksum } from '../hdfs-checksum.js'
 
+// RemoteException classes by what they mean here (matched on the simple name, `exception`).
 const NOT_FOUND = new Set(['FileNotFoundException'])
 const EXISTS = new Set(['FileAlreadyExistsException'])
-const DENIED = new Set(['AccessControlException', 'SecurityException', 'AuthorizationException'])
-const RETRYABLE = new Set(['StandbyException', 'RetriableException', 'SafeModeException', 'ConnectException',
-  'ObserverRetryOnActiveException', 'NotReplicatedYetException'])
+const DENIED = new Set(['AccessControlException', 'SecurityException', 'AuthorizationException', 'AuthenticationException',
+  'InvalidToken'])
+const QUOTA = new Set(['QuotaExceededException', 'NSQuotaExceededException', 'DSQuotaExceededException',
+  'QuotaByStorageTypeExceededException'])
+// The namenode asked is not (or not yet) the one to talk to: ask the next one. Also what a
+// datanode relays when the namenode named in its Location turned standby under it.
+const NAMENODE_STATE = new Set(['StandbyException', 'RetriableException', 'SafeModeException',
+  'ObserverRetryOnActiveException'])
+// Transient wherever they come from. A datanode answers every IOException with 403, so the status
+// alone would make "All datanodes are bad" or a lost connection to the namenode permanent.
+const TRANSIENT = new Set(['ConnectException', 'ConnectTimeoutException', 'SocketTimeoutException', 'SocketException',
+  'NoRouteToHostException', 'EOFException', 'ClosedChannelException', 'NotReplicatedYetException', 'IOException',
+  'LeaseExpiredException', 'AlreadyBeingCreatedException', 'RecoveryInProgressException', 'ReplicaNotFoundException'])
+// Seen from a datanode, these mean it could not reach the namenode of its Location.
+const NAMENODE_UNREACHABLE = new Set(['ConnectException', 'ConnectTimeoutException', 'NoRouteToHostException'])
 
-export function remoteExceptionError (status, text) {
+const FAILOVER_ROUNDS = 7 // rounds over all namenodes per call; waits 0.1, 0.2 … 3.2 s between them
+const FAILOVER_BASE_MS = 100
+const DATANODE_TRIES = 3 // OPEN / GETFILECHECKSUM: datanodes asked per call before giving up
+const EXCLUDE_MS = 10 * 60 * 1000 // as HDFS's own client (dfs.client.write.exclude.nodes.cache.expiry.interval.millis)
+const DATANODE_MAP_MS = 10 * 1000 // how often the datanode address map may be refetched
+const CRC_TYPES = { 1: 'CRC32', 2: 'CRC32C', CRC32: 'CRC32', CRC32C: 'CRC32C' }
+
+// Removes what must never be shown: `delegation=` parameters and every configured secret.
+export function createRedactor (secrets = []) {
+  const values = secrets.filter((s) => typeof s === 'string' && s.length >= 4)
+  return (text) => {
+    let out = String(text ?? '').replace(/(delegation=)[^&\s"'<>]*/gi, '$1[redacted]')
+    for (const v of values) out = out.split(v).join('[redacted]')
+    return out
+  }
+}
+
+// A failed WebHDFS answer → a coded error. The class decides before the status: a datanode's 403
+// StandbyException is retryable, a 500 AccessControlException is not.
+export function remoteExceptionError (status, text, redact = createRedactor()) {
   let re = null
   try {
     re = JSON.parse(text).RemoteException ?? null
   } catch {}
-  if (!re) {
-    const message = `HTTP ${status}: ${firstLine(text) || 'no body'}`
-    if (status >= 500) return new RemoteUnavailableError(message, { details: { status } })
-    if (status === 404) return new RemoteNotFoundError(message, { details: { status } })
-    if (status === 401 || status === 403) return new PermissionDeniedError(message, { details: { status } })
-    return new RemoteRejectedError(message, { details: { status } })
+  if (!re || typeof re.exception !== 'string') {
+    const message = redact(`HTTP ${status}: ${firstLine(text) || 'no body'}`)
+    const details = { status }
+    if (status >= 500 || status === 408 || status === 429) return new RemoteUnavailableError(message, { details })
+    if (status === 404) return new RemoteNotFoundError(message, { details })
+    if (status === 401 || status === 403) return new PermissionDeniedError(message, { details })
+    return new RemoteRejectedError(message, { details })
   }
   const details = { status, exception: re.exception, javaClassName: re.javaClassName }
-  const message = `${re.exception}: ${firstLine(re.message)}`
-  if (NOT_FOUND.has(re.exception)) return new RemoteNotFoundError(message, { details })
-  if (EXISTS.has(re.exception)) return new RemoteExistsError(message, { details })
-  if (DENIED.has(re.exception)) return new PermissionDeniedError(message, { details })
-  if (RETRYABLE.has(re.exception) || status >= 500) return new RemoteUnavailableError(message, { details })
+  const message = redact(`${re.exception}: ${firstLine(re.message)}`)
+  const name = re.exception
+  if (NOT_FOUND.has(name)) return new RemoteNotFoundError(message, { details })
+  if (EXISTS.has(name)) return new RemoteExistsError(message, { details })
+  if (DENIED.has(name)) return new PermissionDeniedError(message, { details })
+  if (QUOTA.has(name)) return new RemoteQuotaExceededError(message, { details })
+  if (NAMENODE_STATE.has(name) || TRANSIENT.has(name) || status >= 500) return new RemoteUnavailableError(message, { details })
   return new RemoteRejectedError(message, { details })
 }
 
-async function failed (res) {
-  return remoteExceptionError(res.statusCode, await readSmall(res.body))
+// Worth asking another namenode: it is standby or not ready, unreachable, or a proxy in front of
+// it failed (a 5xx without a Java class).
+function namenodeShouldChange (err) {
+  if (err instanceof NetworkError || err instanceof TimeoutError) return true
+  if (!(err instanceof RemoteUnavailableError)) return false
+  return err.details?.exception === undefined || NAMENODE_STATE.has(err.details.exception)
 }
 
-export function createWebHdfsBackend (target, { dispatcher }) {
+// A datanode's error that is about its namenode, not about itself.
+function datanodeBlamesNamenode (err) {
+  const name = err.details?.exception
+  return NAMENODE_STATE.has(name) || NAMENODE_UNREACHABLE.has(name)
+}
+
+function isNoDatanodeLeft (err) {
+  return err instanceof RemoteUnavailableError && err.details?.exception === 'IOException' && /Failed to find datanode/i.test(err.message)
+}
+
+const silent = { info () {}, warn () {}, debug () {} }
+
+export function createWebHdfsBackend (target, { dispatcher, logger, metrics, clock = Date.now } = {}) {
   const { namenodes, user, base } = target
+  const delegation = target.delegation ?? null
+  const extraHeaders = target.headers ?? {}
   const idleMs = target.timeouts?.idleMs
-  let active = 0 // index of the namenode that answered last; tried first next time
+  const redact = createRedactor([delegation, ...Object.values(extraHeaders)])
+  const log = logger?.child?.({ target: target.name, backend: 'webhdfs' }) ?? silent
+  const namenodeOrigins = new Set(namenodes.map((u) => new URL(u).origin))
+  let active = 0 // index of the namenode that answered last; asked first next time
+  const excluded = new Map() // datanode "host:httpPort" → until (ms) it is left out of CREATE/OPEN
+  let datanodeMap = { at: -Infinity, byHttp: new Map() } // "host:httpPort" → "host:xferPort"
+  let serverDefaults // promise of GETSERVERDEFAULTS (null when the cluster does not answer it)
 
   const full = (remote) => base === '/' ? remote : base + remote
+  const headersFor = (url) => namenodeOrigins.has(url.origin) ? { ...extraHeaders } : {}
 
-  function namenodeUrl (i, remote, op, params) {
-    const url = new URL(`${namenodes[i]}/webhdfs/v1${encodePath(full(remote))}`)
+  function namenodeUrl (i, hdfsPath, op, params) {
+    const url = new URL(`${namenodes[i]}/webhdfs/v1${encodePath(hdfsPath)}`)
     url.searchParams.set('op', op)
     if (user) url.searchParams.set('user.name', user)
+    if (delegation) url.searchParams.set('delegation', delegation)
     for (const [k, v] of Object.entries(params)) url.searchParams.set(k, String(v))
     return url
   }
 
-  // Asks the namenodes in turn, starting with the last active one, moving on when one is down or standby.
-  async function namenode (method, remote, op, params, signal) {
+  function useNamenode (i, why) {
+    if (i === active) return
+    log.warn({ from: namenodes[active], to: namenodes[i], why }, 'namenode failover')
+    metrics?.failover?.(target.name)
+    active = i
+  }
+
+  // A datanode said the namenode of its Location is standby or unreachable: start elsewhere.
+  function leaveNamenode (i, why) {
+    if (namenodes.length > 1 && i === active) useNamenode((i + 1) % namenodes.length, why)
+  }
+
+  // Asks the namenodes in turn, starting with the last active one. A standby, a namenode that is
+  // not ready, or one that cannot be reached sends us to the next; after a full round we back off.
+  async function namenode (method, hdfsPath, op, params, signal) {
     let lastError
-    for (let k = 0; k < namenodes.length; k++) {
-      const i = (active + k) % namenodes.length
-      let res
-      try {
-        res = await send(namenodeUrl(i, remote, op, params), { method, dispatcher, signal })
-      } catch (err) {
-        lastError = toSidecarError(err)
-        if (lastError instanceof NetworkError || lastError instanceof TimeoutError) continue
-        throw lastError
+    for (let round = 0; round < FAILOVER_ROUNDS; round++) {
+      if (round) await sleep(FAILOVER_BASE_MS * 2 ** (round - 1), undefined, { signal })
+      const first = active
+      for (let k = 0; k < namenodes.length; k++) {
+        const i = (first + k) % namenodes.length
+        const url = namenodeUrl(i, hdfsPath, op, params)
+        let res
+        try {
+          res = await send(url, { method, dispatcher, signal, headers: headersFor(url) })
+        } catch (err) {
+          lastError = toSidecarError(err)
+        }
+        if (res && res.statusCode < 400) {
+          useNamenode(i, lastError?.code)
+          return { res, nn: i }
+        }
+        if (res) lastError = await failed(res)
+        if (signal?.aborted || !namenodeShouldChange(lastError)) throw lastError
+        log.debug({ namenode: namenodes[i], op, code: lastError.code, exception: lastError.details?.exception }, 'namenode unavailable')
       }
-      if (res.statusCode < 400) {
-        active = i
-        return res
-      }
-      lastError = await failed(res)
-      if (lastError.details?.exception !== 'StandbyException') throw lastError
     }
     throw lastError
   }
 
-  // Step one of CREATE/OPEN: where the datanode is. noredirect=true gives JSON; a 307 also works.
+  async function failed (res) {
+    return remoteExceptionError(res.statusCode, await readSmall(res.body), redact)
+  }
+
+  async function readJson (res, what) {
+    const text = await readSmall(res.body)
+    try {
+      return JSON.parse(text)
+    } catch {
+      throw new RemoteRejectedError(`${what}: expected JSON, got ${JSON.stringify(redact(firstLine(text, 200)))}`)
+    }
+  }
+
+  // The map from a datanode's HTTP address (what a Location names) to its transfer address (what
+  // `excludedatanodes` wants), from the namenode's JMX LiveNodes.
+  async function transferAddress (httpAddr, signal) {
+    if (!datanodeMap.byHttp.has(httpAddr) && clock() - datanodeMap.at > DATANODE_MAP_MS) {
+      datanodeMap = { at: clock(), byHttp: datanodeMap.byHttp }
+      try {
+        const url = new URL(`${namenodes[active]}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo`)
+        const res = await send(url, { dispatcher, signal, headers: headersFor(url) })
+        if (res.statusCode !== 200) throw await failed(res)
+        const live = JSON.parse((await readJson(res, 'NameNodeInfo')).beans?.[0]?.LiveNodes ?? '{}')
+        const byHttp = new Map()
+        for (const [xfer, node] of Object.entries(live)) if (node?.infoAddr) byHttp.set(node.infoAddr, node.xferaddr ?? xfer)
+        datanodeMap = { at: clock(), byHttp }
+      } catch (err) {
+        if (signal?.aborted) throw err
+        log.debug({ code: toSidecarError(err).code }, 'no datanode list from the namenode; excluding datanodes by host')
+      }
+    }
+    // Without the map, the host alone (right on real clusters: one datanode per host).
+    return datanodeMap.byHttp.get(httpAddr) ?? httpAddr.replace(/:\d+$/, '')
+  }
+
+  function excludeDatanode (location, why) {
+    log.warn({ datanode: location.host, why }, 'datanode excluded')
+    excluded.set(location.host, clock() + EXCLUDE_MS)
+  }
+
+  async function excludedDatanodes (signal) {
+    const now = clock()
+    const out = []
+    for (const [httpAddr, until] of excluded) {
+      if (until < now) excluded.delete(httpAddr)
+      else out.push(await transferAddress(httpAddr, signal))
+    }
+    return out.join(',')
+  }
+
+  // Step one of CREATE/OPEN/GETFILECHECKSUM: which datanode, leaving out those that failed us.
   async function locate (method, remote, op, params, signal) {
-    const res = await namenode(method, remote, op, { ...params, noredirect: true }, signal)
+    const exclude = await excludedDatanodes(signal)
+    const ask = (extra) => namenode(method, full(remote), op, { ...params, noredirect: true, ...extra }, signal)
+    let answer
+    try {
+      answer = await ask(exclude ? { excludedatanodes: exclude } : {})
+    } catch (err) {
+      if (!exclude || !isNoDatanodeLeft(err)) throw err
+      excluded.clear() // every datanode is excluded: better one that failed once than none
+      answer = await ask({})
+    }
+    const { res, nn } = answer
+    let location
     if (res.statusCode === 307 || res.statusCode === 302) {
       await res.body.dump()
-      return res.headers.location
+      location = res.headers.location
+    } else {
+      location = (await readJson(res, op)).Location
     }
-    const json = await readJson(res)
-    if (!json.Location) throw new RemoteRejectedError(`${op}: namenode answered without a Location`)
-    return json.Location
+    try {
+      return { location: new URL(location), nn }
+    } catch {
+      throw new RemoteRejectedError(`${op}: the namenode answered without a usable datanode Location`)
+    }
+  }
+
+  // After a datanode step failed: blame the namenode it relays, or the datanode itself.
+  function noteDatanodeFailure (err, location, nn) {
+    if (datanodeBlamesNamenode(err)) leaveNamenode(nn, err.details.exception)
+    else excludeDatanode(location, err.details?.exception ?? err.code)
+  }
+
+  // GET on a datanode (OPEN, GETFILECHECKSUM): a retryable failure excludes it (or leaves the
+  // namenode it relays) and asks again at once.
+  async function datanodeGet (remote, op, params, signal) {
+    for (let tries = 1; ; tries++) {
+      const { location, nn } = await locate('GET', remote, op, params, signal)
+      let err
+      try {
+        const res = await send(location, { dispatcher, signal, headers: headersFor(location) })
+        if (res.statusCode === 200) return res
+        err = await failed(res)
+      } catch (thrown) {
+        err = toSidecarError(thrown)
+      }
+      if (signal?.aborted || !err.retryable || tries >= DATANODE_TRIES) throw err
+      noteDatanodeFailure(err, location, nn)
+    }
+  }
+
+  async function fileStatus (remote, signal) {
+    let res
+    try {
+      ({ res } = await namenode('GET', full(remote), 'GETFILESTATUS', {}, signal))
+    } catch (err) {
+      if (err instanceof RemoteNotFoundError) return null
+      throw err
+    }
+    const { FileStatus: s } = await readJson(res, 'GETFILESTATUS')
+    return {
+      size: s.length,
+      type: s.type === 'DIRECTORY' ? 'dir' : 'file',
+      // fileId is the inode: it changes when the file is replaced, even by one of the same size.
+      version: `${s.fileId}:${s.length}:${s.modificationTime}`,
+      blockSize: s.blockSize,
+      // HDFS checksums cover what it stores: ciphertext in an encryption zone, cells of an
+      // erasure-coded block group. Neither compares with the plain bytes we streamed.
+      plainBlocks: !s.encBit && !s.ecBit && !s.ecPolicy
+    }
+  }
+
+  function getServerDefaults (signal) {
+    serverDefaults ??= namenode('GET', '/', 'GETSERVERDEFAULTS', {}, signal)
+      .then(({ res }) => readJson(res, 'GETSERVERDEFAULTS'))
+      .then((json) => json.FsServerDefaults ?? null, (err) => {
+        if (err.retryable) {
+          serverDefaults = undefined // ask again next time
+          throw err
+        }
+        log.warn({ code: err.code, exception: err.details?.exception }, 'the cluster does not answer GETSERVERDEFAULTS; HDFS checksums are not compared')
+        return null
+      })
+    return serverDefaults
   }
 
   return {
     type: 'webhdfs',
+    tempSuffix: target.tempSuffix,
 
     async stat (remote, { signal } = {}) {
-      let res
-      try {
-        res = await namenode('GET', remote, 'GETFILESTATUS', {}, signal)
-      } catch (err) {
-        if (err instanceof RemoteNotFoundError) return null
-        throw err
-      }
-      const { FileStatus: s } = await readJson(res)
-      return { size: s.length, type: s.type === 'DIRECTORY' ? 'dir' : 'file' }
+      return fileStatus(remote, signal)
     },
 
     async openRead (remote, { offset = 0, length, signal } = {}) {
-      const params = {}
-      if (offset) params.offset = offset
-      if (length !== undefined) params.length = length
-      const location = await locate('GET', remote, 'OPEN', params, signal)
-      const res = await send(location, { dispatcher, signal })
-      if (res.statusCode !== 200) throw await failed(res)
-      const received = res.headers['content-length']
-      return { stream: res.body, size: length !== undefined || received === undefined ? null : offset + Number(received) }
+      const st = await fileStatus(remote, signal)
+      if (!st || st.type !== 'file') throw new RemoteNotFoundError(`${remote} is not a file on ${target.name}`)
+      const info = { size: length !== undefined ? null : st.size, version: st.version, offset, blockSize: st.blockSize }
+      // OPEN past the end answers 403; a download resumed at its very end has nothing left to read.
+      if (offset >= st.size || length === 0) return { ...info, stream: Readable.from([]) }
+      const params = { offset, ...(length !== undefined && { length }) }
+      const res = await datanodeGet(remote, 'OPEN', params, signal)
+      return { ...info, stream: res.body }
     },
 
     // The returned stream is the body of the PUT to the datanode; `done` settles with its answer.
-    async openWrite (remote, { size, signal } = {}) {
-      const location = await locate('PUT', remote, 'CREATE', { overwrite: true }, signal)
-      const headers = { 'content-type': 'application/octet-stream' }
+    // An explicit block size makes the file's checksum predictable (see hdfs-checksum.js).
+    async openWrite (remote, { size, signal, blockSize } = {}) {
+      const params = { overwrite: true, ...(blockSize && { blocksize: blockSize }) }
+      const { location, nn } = await locate('PUT', remote, 'CREATE', params, signal)
+      const headers = { ...headersFor(location), 'content-type': 'application/octet-stream' }
       if (size !== undefined) headers['content-length'] = String(size)
       const put = putStream(location, { headers, signal, idleMs })
       const done = put.done.then(async (res) => {
         if (res.statusCode !== 201 && res.statusCode !== 200) throw await failed(res)
         res.body.resume()
+      }).catch((thrown) => {
+        const err = toSidecarError(thrown)
+        if (err.retryable && !signal?.aborted) noteDatanodeFailure(err, location, nn)
+        throw err
       })
       done.catch((err) => put.stream.destroy(err))
       return { stream: put.stream, done }
     },
 
-    async publish (tmp, remote, { overwrite, signal } = {}) {
-      const res = await namenode('PUT', tmp, 'RENAME', {
-        destination: full(remote),
-        renameoptions: overwrite ? 'OVERWRITE' : 'NONE'
-      }, signal)
+    async publish (tmp, remote, { overwrite, size, signal } = {}) {
+      let res
+      try {
+        ({ res } = await namenode('PUT', full(tmp), 'RENAME', {
+          destination: full(remote),
+          renameoptions: overwrite ? 'OVERWRITE' : 'NONE'
+        }, signal))
+      } catch (err) {
+        // A RENAME whose answer was lost (failover, reset) may have been done: the temp name is
+        // this job's alone, so "temp gone, destination of our size" means it was.
+        if (err instanceof RemoteNotFoundError && size !== undefined && (await fileStatus(remote, signal))?.size === size) return
+        throw err
+      }
       const text = await readSmall(res.body)
       // rename2 answers an empty 200; the old rename answers {"boolean": false} when it did nothing.
       if (/"boolean"\s*:\s*false/.test(text)) throw new RemoteExistsError(`RENAME to ${remote} was refused`)
     },
 
     async remove (remote, { signal } = {}) {
-      const res = await namenode('DELETE', remote, 'DELETE', { recursive: false }, signal)
+      const { res } = await namenode('DELETE', full(remote), 'DELETE', { recursive: false }, signal)
       await res.body.dump()
+    },
+
+    // HDFS's checksum of a file of this block size (default: the cluster's), or null when the
+    // target has `checksum: false` or the cluster cannot tell its parameters.
+    async createChecksum ({ blockSize, signal } = {}) {
+      if (!target.checksum) return null
+      const defaults = await getServerDefaults(signal)
+      const crcType = CRC_TYPES[defaults?.checksumType]
+      if (!defaults || !crcType || !defaults.bytesPerChecksum) return null
+      return createHdfsChecksum({ blockSize: blockSize ?? defaults.blockSize, bytesPerChecksum: defaults.bytesPerChecksum, crcType })
+    },
+
+    // Compares HDFS's GETFILECHECKSUM with ours; null when they cannot be compared (another
+    // algorithm or chunk size, encryption, erasure coding), a mismatch throws CHECKSUM_MISMATCH.
+    async verifyChecksum (remote, ours, { signal, status } = {}) {
+      const st = status ?? await fileStatus(remote, signal)
+      if (st && !st.plainBlocks) return null
+      const res = await datanodeGet(remote, 'GETFILECHECKSUM', {}, signal)
+      const theirs = parseFileChecksum((await readJson(res, 'GETFILECHECKSUM')).FileChecksum)
+      if (!theirs || theirs.algorithm !== ours.algorithm) {
+        log.warn({ remote, ours: ours.algorithm, theirs: theirs?.algorithm ?? null }, 'HDFS checksum not comparable; not verified')
+        return null
+      }
+      if (theirs.bytes !== ours.bytes.slice(0, 56)) {
+        throw new ChecksumMismatchError(`${target.name}:${remote}: HDFS checksum differs from the bytes streamed (${theirs.algorithm})`,
+          { details: { algorithm: theirs.algorithm, expected: ours.bytes.slice(0, 56), actual: theirs.bytes } })
+      }
+      return { algorithm: theirs.algorithm, bytes: theirs.bytes }
     },
 
     async close () {}

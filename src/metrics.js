@@ -178,15 +178,16 @@ export function createMetrics ({ scheduler = () => null, spoolDir, collectDefaul
     }
   })
   new client.Gauge({
-    name: 'sidecar_spool_files',
-    help: 'Files in the spool directory: pending (not yet ingested) and rejected (in rejected/).',
-    labelNames: ['state'],
+    name: 'sidecar_spool_pending_files',
+    help: 'Files in the spool directory not yet ingested.',
     registers,
-    async collect () {
-      const b = await backlog()
-      this.set({ state: 'pending' }, b.pending)
-      this.set({ state: 'rejected' }, b.rejected)
-    }
+    async collect () { this.set((await backlog()).pending) }
+  })
+  new client.Gauge({
+    name: 'sidecar_spool_rejected_files',
+    help: 'Files in <spool.dir>/rejected/ (spooled jobs that were invalid and will not run).',
+    registers,
+    async collect () { this.set((await backlog()).rejected) }
   })
   new client.Gauge({
     name: 'sidecar_spool_oldest_file_age_seconds',
@@ -196,7 +197,7 @@ export function createMetrics ({ scheduler = () => null, spoolDir, collectDefaul
   })
   /* eslint-enable no-new */
 
-  // The registry collects every metric at once: both spool gauges share one directory scan.
+  // The registry collects every metric at once: the spool gauges share one directory scan.
   let scanning = null
   function backlog () {
     scanning ??= spoolBacklog(spoolDir()).finally(() => { scanning = null })

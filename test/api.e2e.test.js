@@ -216,8 +216,8 @@ describe('job API', () => {
   it('exposes transfer metrics', async () => {
     const res = await api.call('GET', '/metrics')
     expect(res.status).toBe(200)
-    expect(res.text).toMatch(/sidecar_transfers_total\{direction="upload",backend="webhdfs",via="sidecar",outcome="succeeded"\} [1-9]/)
-    expect(res.text).toMatch(/sidecar_transfer_bytes_total\{direction="download",backend="http",via="sidecar"\} [1-9]/)
+    expect(res.text).toMatch(/sidecar_transfers_total\{direction="upload",backend="webhdfs",via="sidecar",mode="streamed",outcome="succeeded"\} [1-9]/)
+    expect(res.text).toMatch(/sidecar_transfer_bytes_total\{direction="download",backend="http",via="sidecar",mode="streamed"\} [1-9]/)
     expect(res.text).toMatch(/sidecar_transfer_retries_total\{backend="http",code="REMOTE_UNAVAILABLE"\} [1-9]/)
   })
 })

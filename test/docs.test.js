@@ -5,6 +5,7 @@ import fs from 'node:fs'
 import { execFileSync } from 'node:child_process'
 import { API_ERROR_CODES, JOB_ERROR_CODES } from '../src/errors.js'
 import { DEFAULTS } from '../src/config.js'
+import { createMetrics } from '../src/metrics.js'
 
 const readme = fs.readFileSync(new URL('../README.md', import.meta.url), 'utf8')
 const section = (title) => readme.slice(readme.indexOf(title), readme.indexOf('\n## ', readme.indexOf(title) + 1))
@@ -24,6 +25,14 @@ describe('README', () => {
       'spool.dir', 'spool.intervalMs', 'callbacks.allow', 'callbacks.secret', 'callbacks.attempts', 'callbacks.timeoutMs',
       'webhdfs.namenodes', 'webhdfs.user', 'webhdfs.base', 'http.url', 'http.atomic', 'file.dir', 'targets.*.concurrency']
     for (const key of keys) expect(table, key).toContain(`\`${key}\``)
+  })
+
+  it('documents every sidecar_* metric with exactly its labels', async () => {
+    const rows = [...section('### Metrics').matchAll(/^\| `(sidecar_\w+)` \| (\w+) \| ([^|]*) \|/gm)]
+    const documented = Object.fromEntries(rows.map((m) => [m[1], { type: m[2], labels: [...m[3].replace(/\([^)]*\)/g, '').matchAll(/`(\w+)`/g)].map((l) => l[1]).sort() }]))
+    const { registry } = createMetrics({ collectDefault: false })
+    const live = Object.fromEntries(registry.getMetricsAsArray().map((m) => [m.name, { type: m.type, labels: [...m.labelNames].sort() }]))
+    expect(documented).toEqual(live)
   })
 
   it('quick start test command is what .ci/run runs', () => {

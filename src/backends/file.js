@@ -5,6 +5,7 @@ import path from 'node:path'
 import { finished } from 'node:stream/promises'
 import { RemoteExistsError, RemoteNotFoundError } from '../errors.js'
 import { syncDir } from '../store.js'
+import { fileSource, fileSink } from '../datapath.js'
 
 const CHUNK = 1 << 20
 
@@ -29,7 +30,8 @@ export function createFileBackend (target) {
       }
     },
 
-    async openRead (remote, { offset = 0, length } = {}) {
+    // With a `pool` (see datapath.js) the chunks are pool buffers the consumer releases.
+    async openRead (remote, { offset = 0, length, pool } = {}) {
       let handle
       try {
         handle = await fs.open(full(remote), 'r')
@@ -38,14 +40,25 @@ export function createFileBackend (target) {
         throw err
       }
       const st = await handle.stat()
+      if (pool) {
+        const stream = fileSource(handle.fd, { pool, start: offset, end: length === undefined ? Infinity : offset + length })
+        stream.once('close', () => handle.close())
+        return { stream, size: st.size, version: versionOf(st), offset }
+      }
       const end = length === undefined ? undefined : offset + length - 1
       return { stream: createReadStream(null, { fd: handle, start: offset, end, highWaterMark: CHUNK }), size: st.size, version: versionOf(st), offset }
     },
 
-    async openWrite (remote) {
+    // With a `pool` and a `meter` the stream is a sink that hashes and gives pool buffers back.
+    async openWrite (remote, { pool, meter } = {}) {
       const file = full(remote)
       await fs.mkdir(path.dirname(file), { recursive: true })
       const handle = await fs.open(file, 'w', 0o640)
+      if (pool) {
+        const stream = fileSink(handle.fd, { pool, meter })
+        const done = finished(stream).finally(() => handle.close())
+        return { stream, done }
+      }
       // The stream owns the handle: it fsyncs (flush) and closes it when it ends or is destroyed.
       const stream = createWriteStream(null, { fd: handle, highWaterMark: CHUNK, flush: true })
       const done = finished(stream)

@@ -1,6 +1,8 @@
 // HTTP/WebDAV backend (Apache httpd mod_dav and alike): PUT and GET, MKCOL for missing
 // collections, atomic publish by WebDAV MOVE with an Overwrite header.
 import { Readable } from 'node:stream'
+import { pooledGet } from './http-get.js'
+import { requestSink } from '../datapath.js'
 import { send, putStream, putAgent, readSmall, firstLine, statusError, encodePath } from './http-util.js'
 
 // What tells that a file is still the same one: a strong ETag, else Last-Modified (both valid in
@@ -53,6 +55,8 @@ export function createHttpBackend (target, { dispatcher }) {
     return null
   }
 
+  const discard = (body) => body.dump ? body.dump() : body.destroy()
+
   return {
     type: 'http',
     atomic: target.atomic,
@@ -71,14 +75,17 @@ export function createHttpBackend (target, { dispatcher }) {
 
     // Resuming (`offset` > 0 with the version of the first attempt) asks with If-Range: a server
     // whose file changed answers 200 with all of it, which `offset: 0` reports.
-    async openRead (remote, { offset = 0, length, signal, ifVersion } = {}) {
+    async openRead (remote, { offset = 0, length, signal, ifVersion, pool } = {}) {
       const ranged = offset > 0 || length !== undefined
       const headers = ranged ? { range: `bytes=${offset}-${length === undefined ? '' : offset + length - 1}` } : {}
       if (offset > 0 && ifVersion) headers['if-range'] = ifVersion
-      const res = await send(urlFor(remote), { headers, dispatcher, signal })
+      // Plain-http bodies read straight into the transfer's pool buffers (see http-get.js).
+      const res = pool && base.protocol === 'http:'
+        ? await pooledGet(urlFor(remote), { headers, signal, pool, idleMs: target.timeouts?.idleMs })
+        : await send(urlFor(remote), { headers, dispatcher, signal })
       const version = validator(res.headers)
       if (res.statusCode === 416 && length === undefined && contentRangeSize(res.headers) === offset) {
-        await res.body.dump() // resumed at the very end: nothing left to read
+        discard(res.body) // resumed at the very end: nothing left to read
         return { stream: Readable.from([]), size: offset, version, offset }
       }
       const whole = res.statusCode === 200 && offset > 0 && length === undefined
@@ -88,7 +95,7 @@ export function createHttpBackend (target, { dispatcher }) {
       return { stream: res.body, size: length !== undefined || received === undefined ? null : start + Number(received), version, offset: start }
     },
 
-    async openWrite (remote, { size, signal } = {}) {
+    async openWrite (remote, { size, signal, pool, meter } = {}) {
       await ensureCollections(remote, signal)
       const headers = { 'content-type': 'application/octet-stream' }
       if (size !== undefined) headers['content-length'] = String(size)
@@ -99,7 +106,7 @@ export function createHttpBackend (target, { dispatcher }) {
         res.body.resume()
       })
       done.catch((err) => put.stream.destroy(err))
-      return { stream: put.stream, done }
+      return { stream: pool ? requestSink(put.stream, { pool, meter }) : put.stream, done }
     },
 
     async publish (tmp, remote, { overwrite, signal } = {}) {

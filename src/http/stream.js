@@ -4,6 +4,7 @@
 import path from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { normalizeRemote } from '../paths.js'
+import { BufferPool, requestSink } from '../datapath.js'
 import { UnknownTargetError, RemoteNotFoundError, RangeNotSatisfiableError } from '../errors.js'
 
 const TYPES = {
@@ -77,14 +78,15 @@ export function streamHandler ({ config, backends, metrics }) {
     }
     if (req.method === 'HEAD') return res.writeHead(range ? 206 : 200, headers).end()
 
-    const src = await backend.openRead(remote, range ? { offset: range.start, length: range.end - range.start + 1, signal } : { signal })
+    const pool = new BufferPool()
+    const window = range ? { offset: range.start, length: range.end - range.start + 1 } : {}
+    const src = await backend.openRead(remote, { ...window, signal, pool })
     res.writeHead(range ? 206 : 200, headers)
-    let sent = 0
-    src.stream.on('data', (chunk) => { sent += chunk.length })
+    const counter = { bytes: 0, update (chunk) { this.bytes += chunk.length } } // no hash needed here
     try {
-      await pipeline(src.stream, res, { signal })
+      await pipeline(src.stream, requestSink(res, { pool, meter: counter }), { signal })
     } finally {
-      metrics.streamBytes(backend.type, sent)
+      metrics.streamBytes(backend.type, counter.bytes)
     }
   }
 }

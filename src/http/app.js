@@ -1,27 +1,20 @@
-// The control API (express): jobs, health and metrics. Every error is answered as
-// {"error":{"code","message"}} with the status its SidecarError class carries.
-import crypto from 'node:crypto'
+// The control API: POST /v1/jobs on its own fast path (submit.js), everything else on express.
+// Every error is answered as {"error":{"code","message"}} with the status its SidecarError carries.
 import express from 'express'
-import {
-  SidecarError, InvalidJsonError, InvalidRequestError, PayloadTooLargeError, UnauthorizedError, RouteNotFoundError,
-  MethodNotAllowedError, InternalError
-} from '../errors.js'
+import { InvalidRequestError, UnauthorizedError, RouteNotFoundError, MethodNotAllowedError } from '../errors.js'
 import { STATES } from '../jobs.js'
 import { streamHandler } from './stream.js'
 import { parseObservation } from './observations.js'
+import { MAX_BODY_BYTES, tokenMatcher, sendError } from './respond.js'
+import { isSubmit, submitHandler } from './submit.js'
 
-export const MAX_BODY_BYTES = 64 * 1024
 const MAX_WAIT_SECONDS = 300
 
 function tokenCheck (token) {
-  if (!token) return (req, res, next) => next()
-  const expected = crypto.createHash('sha256').update(`Bearer ${token}`).digest()
-  return (req, res, next) => {
-    const given = crypto.createHash('sha256').update(req.get('authorization') ?? '').digest()
-    if (crypto.timingSafeEqual(given, expected)) return next()
-    res.set('www-authenticate', 'Bearer realm="transfer-sidecar"')
-    next(new UnauthorizedError('a valid "Authorization: Bearer <token>" header is required'))
-  }
+  const authorized = tokenMatcher(token)
+  return (req, res, next) => authorized(req.get('authorization'))
+    ? next()
+    : next(new UnauthorizedError('a valid "Authorization: Bearer <token>" header is required'))
 }
 
 function parseWait (value) {
@@ -58,12 +51,7 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
 
   const json = express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true })
 
-  app.route('/v1/jobs')
-    .post(json, async (req, res) => {
-      // `state` is the one at acceptance; the job may already be running by the time this is sent.
-      const { job, created, state } = await scheduler.submit(req.body)
-      res.status(created ? 202 : 200).location(`/v1/jobs/${job.id}`).json({ id: job.id, state })
-    })
+  app.route('/v1/jobs') // POST is served by submit.js, before express
     .get((req, res) => {
       const { state } = req.query
       if (state !== undefined && !STATES.includes(state)) throw new InvalidRequestError(`state must be one of ${STATES.join(', ')}`)
@@ -102,33 +90,11 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
 
   app.use((req, res, next) => next(new RouteNotFoundError(`no route ${req.method} ${req.path.slice(0, 200)}`)))
 
-  app.use((err, req, res, next) => {
-    const error = asSidecarError(err)
-    if (error.statusCode >= 500) logger.error({ err }, 'request failed')
-    if (error.code === 'QUEUE_FULL' || error.code === 'SHUTTING_DOWN' || error.code === 'STORE_UNAVAILABLE') {
-      res.set('retry-after', '1')
-    }
-    if (res.headersSent) return res.destroy() // mid-body: the client must see a truncated answer
-    res.status(error.statusCode).json({ error: { code: error.code, message: error.message } })
-  })
-  return app
+  app.use((err, req, res, next) => sendError(res, err, logger))
+  const submit = submitHandler({ config, scheduler, logger })
+  return (req, res) => isSubmit(req) ? submit(req, res) : app(req, res)
 }
 
 function methodNotAllowed (req, res, next) {
   next(new MethodNotAllowedError(`${req.method} is not allowed on ${req.path.slice(0, 200)}`))
-}
-
-// body-parser errors carry a `type`; everything unknown is an internal error.
-function asSidecarError (err) {
-  if (err instanceof SidecarError) return err
-  switch (err?.type) {
-    case 'entity.too.large': return new PayloadTooLargeError(`the body exceeds ${MAX_BODY_BYTES} bytes`)
-    case 'entity.parse.failed': return new InvalidJsonError('the body is not valid JSON')
-    case 'encoding.unsupported':
-    case 'charset.unsupported': return new InvalidRequestError('the body must be UTF-8 JSON without content-encoding')
-    case 'request.aborted':
-    case 'request.size.invalid': return new InvalidRequestError('the body ended before its declared length')
-  }
-  if (err?.status >= 400 && err?.status < 500) return new InvalidRequestError(err.message)
-  return new InternalError('internal error')
 }

@@ -1,0 +1,45 @@
+// What every route shares: the token check and the JSON error answer.
+import crypto from 'node:crypto'
+import {
+  SidecarError, InvalidJsonError, InvalidRequestError, PayloadTooLargeError, InternalError
+} from '../errors.js'
+
+export const MAX_BODY_BYTES = 64 * 1024
+const RETRY_LATER = new Set(['QUEUE_FULL', 'SHUTTING_DOWN', 'STORE_UNAVAILABLE'])
+
+// (authorization header) → boolean, in constant time; always true without a token.
+export function tokenMatcher (token) {
+  if (!token) return () => true
+  const expected = crypto.createHash('sha256').update(`Bearer ${token}`).digest()
+  return (header) => crypto.timingSafeEqual(crypto.createHash('sha256').update(header ?? '').digest(), expected)
+}
+
+// body-parser errors carry a `type`; everything unknown is an internal error.
+export function asSidecarError (err) {
+  if (err instanceof SidecarError) return err
+  switch (err?.type) {
+    case 'entity.too.large': return new PayloadTooLargeError(`the body exceeds ${MAX_BODY_BYTES} bytes`)
+    case 'entity.parse.failed': return new InvalidJsonError('the body is not valid JSON')
+    case 'encoding.unsupported':
+    case 'charset.unsupported': return new InvalidRequestError('the body must be UTF-8 JSON without content-encoding')
+    case 'request.aborted':
+    case 'request.size.invalid': return new InvalidRequestError('the body ended before its declared length')
+  }
+  if (err?.status >= 400 && err?.status < 500) return new InvalidRequestError(err.message)
+  return new InternalError('internal error')
+}
+
+export function sendJson (res, status, body, headers = {}) {
+  const text = JSON.stringify(body)
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), ...headers })
+  res.end(text)
+}
+
+export function sendError (res, err, logger) {
+  const error = asSidecarError(err)
+  if (error.statusCode >= 500) logger.error({ err }, 'request failed')
+  if (res.headersSent) return res.destroy() // mid-body: the client must see a truncated answer
+  const headers = RETRY_LATER.has(error.code) ? { 'retry-after': '1' } : {}
+  if (error.code === 'UNAUTHORIZED') headers['www-authenticate'] = 'Bearer realm="transfer-sidecar"'
+  sendJson(res, error.statusCode, { error: { code: error.code, message: error.message } }, headers)
+}

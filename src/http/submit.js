@@ -1,0 +1,62 @@
+// POST /v1/jobs, the hot path of every PHP hand-off, served without the express stack: read the
+// body (≤ 64 KiB), parse, submit (which journals the job), answer. Same checks and errors as the
+// other routes (respond.js).
+import { InvalidJsonError, PayloadTooLargeError, UnauthorizedError, InvalidRequestError } from '../errors.js'
+import { MAX_BODY_BYTES, tokenMatcher, sendJson, sendError } from './respond.js'
+
+export function isSubmit (req) {
+  return req.method === 'POST' && (req.url === '/v1/jobs' || req.url.startsWith('/v1/jobs?'))
+}
+
+function readBody (req) {
+  return new Promise((resolve, reject) => {
+    if (Number(req.headers['content-length']) > MAX_BODY_BYTES) return reject(new PayloadTooLargeError(`the body exceeds ${MAX_BODY_BYTES} bytes`))
+    if (req.headers['content-encoding'] && req.headers['content-encoding'] !== 'identity') {
+      return reject(new InvalidRequestError('the body must be UTF-8 JSON without content-encoding'))
+    }
+    const chunks = []
+    let size = 0
+    req.on('data', (chunk) => {
+      size += chunk.length
+      if (size > MAX_BODY_BYTES) {
+        req.removeAllListeners('data')
+        req.resume()
+        return reject(new PayloadTooLargeError(`the body exceeds ${MAX_BODY_BYTES} bytes`))
+      }
+      chunks.push(chunk)
+    })
+    req.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')))
+    req.once('error', reject)
+    req.once('aborted', () => reject(new InvalidRequestError('the body ended before its declared length')))
+  })
+}
+
+// Like express.json({ strict: true }): only an object or array at the top level is JSON here.
+function parseJson (text) {
+  const first = text.trimStart()[0]
+  if (first !== '{' && first !== '[') throw new InvalidJsonError('the body is not valid JSON')
+  try {
+    return JSON.parse(text)
+  } catch {
+    throw new InvalidJsonError('the body is not valid JSON')
+  }
+}
+
+export function submitHandler ({ config, scheduler, logger }) {
+  const authorized = tokenMatcher(config.token)
+  return async (req, res) => {
+    const start = process.hrtime.bigint()
+    try {
+      if (!authorized(req.headers.authorization)) throw new UnauthorizedError('a valid "Authorization: Bearer <token>" header is required')
+      const body = parseJson(await readBody(req))
+      // `state` is the one at acceptance; the job may already be running by the time this is sent.
+      const { job, created, state } = await scheduler.submit(body)
+      sendJson(res, created ? 202 : 200, { id: job.id, state }, { location: `/v1/jobs/${job.id}` })
+    } catch (err) {
+      if (err instanceof PayloadTooLargeError) res.shouldKeepAlive = false // the rest of the body is not read
+      sendError(res, err, logger)
+    } finally {
+      logger.info({ method: 'POST', path: '/v1/jobs', status: res.statusCode, ms: Number(process.hrtime.bigint() - start) / 1e6 }, 'request')
+    }
+  }
+}

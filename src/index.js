@@ -22,10 +22,10 @@ export async function startSidecar (config, { logger = createLogger({ level: con
     keepAliveTimeout: 30000,
     connections: 64
   })
-  const backends = Object.fromEntries(Object.values(config.targets).map((t) => [t.name, createBackend(t, { dispatcher: agent })]))
-  const store = await openJobStore({ dir: path.join(config.stateDir, 'jobs'), logger })
   let scheduler = null
   const metrics = createMetrics({ scheduler: () => scheduler })
+  const backends = Object.fromEntries(Object.values(config.targets).map((t) => [t.name, createBackend(t, { dispatcher: agent, logger, metrics })]))
+  const store = await openJobStore({ dir: path.join(config.stateDir, 'jobs'), logger })
   scheduler = new Scheduler({ config, store, backends, metrics, logger, clock })
   await scheduler.recover()
   const callbacks = createCallbackSender({ config, dispatcher: agent, logger, metrics, save: (job) => scheduler.save(job), view: (job) => scheduler.view(job), clock })

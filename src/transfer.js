@@ -112,7 +112,8 @@ const partials = new WeakMap()
 
 // Download: target → hidden temp file beside the destination → fsync → verify → rename into
 // place. A temp file left by an earlier attempt of the same job, of the same remote version, is
-// continued from its end rather than started over.
+// continued from its end rather than started over. The temp file and the hash of what it holds are
+// ready before the remote is opened, so its body is read at once (see getStream in http-util.js).
 export async function download (job, { backend, roots, signal, onStart, onProgress, onVerified }) {
   const dest = await resolveDestination(job.local, roots)
   if (!job.overwrite && await exists(dest.path)) {
@@ -125,6 +126,11 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
   let published = false
   try {
     let offset = await resumePoint(job, tmpPath, live)
+    temp = await openTemp(dest, downloadTempName(dest, job), roots)
+    await temp.handle.truncate(offset) // drops bytes written but never hashed
+    state = live && live.bytes === offset && live.version === job.remoteVersion
+      ? live
+      : await hashPrefix(temp.handle, offset, job.remoteVersion, await newChecksum(backend, job, signal))
     src = await backend.openRead(job.remote, { offset, signal, ...(offset && { ifVersion: job.remoteVersion }) })
     if (offset && !continues(src, job, offset)) {
       if (src.offset !== 0) {
@@ -132,18 +138,20 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
         src = await backend.openRead(job.remote, { signal })
       }
       offset = 0
+      await temp.handle.truncate(0)
+      state = await hashPrefix(temp.handle, 0, src.version, await newChecksum(backend, job, signal))
     }
-    await onStart?.({ size: src.size, version: src.version ?? null, resumedFrom: offset })
-    temp = await openTemp(dest, downloadTempName(dest, job), roots)
-    await temp.handle.truncate(offset) // drops bytes written but never hashed, or all of a stale file
-    state = live && live.version === src.version && live.bytes === offset
-      ? live
-      : await hashPrefix(temp.handle, offset, src.version, await backend.createChecksum?.({ blockSize: src.blockSize, signal }) ?? null)
-    await pipeline(src.stream, new Meter(onProgress, { start: offset, hash: false }), new PartFile(temp.handle, state), { signal })
+    state.version = src.version
+    // Journaled (the remote's version) while the bytes already flow; see resumePoint.
+    const started = onStart?.({ size: src.size, version: src.version ?? null, resumedFrom: offset })
+    await Promise.all([
+      pipeline(src.stream, new Meter(onProgress, { start: offset, hash: false }), new PartFile(temp.handle, state), { signal }),
+      started
+    ])
     const sha256 = state.sha256.digest('hex')
     state.digested = true
     verify({ bytes: state.bytes, size: src.size, sha256, expected: job.expectedSha256, what: `${job.target}:${job.remote}` })
-    const verified = state.checksum && await backend.verifyChecksum(job.remote, state.checksum.digest(), { signal })
+    const verified = state.checksum && await backend.verifyChecksum(job.remote, state.checksum.digest(), { signal, status: src.status })
     await onVerified?.({ bytes: state.bytes, sha256 })
     await publishLocal(temp.path, dest.path, job.overwrite)
     await syncDir(dest.dir)
@@ -158,9 +166,14 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
     if (!published) {
       const kept = state ?? live // before a new state exists, the file is as the last attempt left it
       if (!keepForResume(failure, signal)) await fs.unlink(tmpPath).catch(() => {})
-      else if (kept && !kept.digested) partials.set(job, kept)
+      else if (kept && !kept.digested && !kept.stale) partials.set(job, kept)
     }
   }
+}
+
+// The target's own checksum for this download, if it keeps one (webhdfs), for the remote's block size.
+function newChecksum (backend, job, signal) {
+  return backend.createChecksum?.({ remote: job.remote, signal }) ?? null
 }
 
 // Where to continue: the end of the temp file of an earlier attempt (in this process, the end of
@@ -188,7 +201,7 @@ function keepForResume (err, signal) {
 // Hashes the first `length` bytes of the temp file again: the state a resumed download continues
 // (sha256, the target's checksum, bytes hashed, and which file of which remote version they are).
 async function hashPrefix (handle, length, version, checksum) {
-  const state = { sha256: createHash('sha256'), checksum, bytes: 0, ino: (await handle.stat()).ino, version, digested: false }
+  const state = { sha256: createHash('sha256'), checksum, bytes: 0, ino: (await handle.stat()).ino, version, digested: false, stale: false }
   if (length === 0) return state
   const read = createReadStream(null, { fd: handle, start: 0, end: length - 1, autoClose: false, highWaterMark: CHUNK })
   await pipeline(read, new Writable({
@@ -203,8 +216,10 @@ async function hashPrefix (handle, length, version, checksum) {
   return state
 }
 
-// The sink of a download: writes each batch at its position, then (only then) hashes it, so
-// `state` always describes exactly the bytes on disk. fdatasync at the end.
+// The sink of a download: writes each batch at its position and hashes it meanwhile (the disk
+// and the CPU overlap). `state.bytes` counts only what was written, so that after a failure the
+// state describes the file, unless a write failed after its bytes were hashed: then it is marked
+// stale and a resume hashes the file again. fdatasync at the end.
 class PartFile extends Writable {
   constructor (handle, state) {
     super({ highWaterMark: CHUNK })
@@ -217,15 +232,22 @@ class PartFile extends Writable {
   }
 
   _writev (entries, callback) {
+    const { state } = this
     const buffers = entries.map((e) => e.chunk)
-    writeAll(this.handle, buffers, this.state.bytes).then(() => {
-      for (const b of buffers) {
-        this.state.sha256.update(b)
-        this.state.checksum?.update(b)
-        this.state.bytes += b.length
-      }
+    const writing = writeAll(this.handle, buffers, state.bytes)
+    let size = 0
+    for (const b of buffers) {
+      state.sha256.update(b)
+      state.checksum?.update(b)
+      size += b.length
+    }
+    writing.then(() => {
+      state.bytes += size
       callback()
-    }, callback)
+    }, (err) => {
+      state.stale = true
+      callback(err)
+    })
   }
 
   _final (callback) {

@@ -23,7 +23,8 @@ describe('README', () => {
       ...Object.keys(DEFAULTS.queue).map((k) => `queue.${k}`), ...Object.keys(DEFAULTS.retry).map((k) => `retry.${k}`),
       ...Object.keys(DEFAULTS.timeouts).map((k) => `timeouts.${k}`),
       'spool.dir', 'spool.intervalMs', 'callbacks.allow', 'callbacks.secret', 'callbacks.attempts', 'callbacks.timeoutMs',
-      'webhdfs.namenodes', 'webhdfs.user', 'webhdfs.base', 'http.url', 'http.atomic', 'file.dir', 'targets.*.concurrency']
+      'webhdfs.namenodes', 'webhdfs.user', 'webhdfs.base', 'webhdfs.delegation', 'webhdfs.headers', 'webhdfs.checksum',
+      'http.url', 'http.atomic', 'file.dir', 'targets.*.concurrency', 'targets.*.tempSuffix']
     for (const key of keys) expect(table, key).toContain(`\`${key}\``)
   })
 

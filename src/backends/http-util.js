@@ -68,6 +68,25 @@ export function putStream (url, { headers, signal, idleMs = 60000, agent = false
   return { stream: req, done }
 }
 
+// A GET whose body is a download, for servers that close every connection (datanodes). undici
+// 7 crashes the process (an uncatchable assert, nodejs/undici#5360, fixed only in undici 8) when
+// such a server closes the socket while the body waits for its consumer; node:http does not.
+export function getStream (url, { headers, signal, idleMs = 60000 }) {
+  const target = new URL(url)
+  const client = target.protocol === 'https:' ? https : http
+  return new Promise((resolve, reject) => {
+    const req = client.get(target, { headers, signal, agent: false })
+    req.setTimeout(idleMs, () => req.destroy(Object.assign(new Error(`no progress for ${idleMs} ms`), { code: 'ETIMEDOUT' })))
+    req.once('error', reject)
+    req.once('response', (res) => {
+      // An error now belongs to the body: it reaches the pipeline through `res`.
+      req.off('error', reject)
+      req.on('error', (err) => res.destroy(err))
+      resolve({ statusCode: res.statusCode, headers: res.headers, body: res })
+    })
+  })
+}
+
 // A keep-alive pool for streamed PUTs to one server (datanodes close every connection anyway).
 export function putAgent (url, maxSockets) {
   const options = { keepAlive: true, keepAliveMsecs: 30000, maxSockets, scheduling: 'lifo' }

@@ -8,7 +8,7 @@ import {
   RemoteNotFoundError, RemoteExistsError, PermissionDeniedError, RemoteRejectedError, RemoteUnavailableError,
   RemoteQuotaExceededError, ChecksumMismatchError, NetworkError, TimeoutError, toSidecarError
 } from '../errors.js'
-import { send, putStream, readSmall, firstLine, encodePath } from './http-util.js'
+import { send, getStream, putStream, readSmall, firstLine, encodePath } from './http-util.js'
 import { createHdfsChecksum, parseFileChecksum } from '../hdfs-checksum.js'
 
 // RemoteException classes by what they mean here (matched on the simple name, `exception`).
@@ -151,7 +151,11 @@ export function createWebHdfsBackend (target, { dispatcher, logger, metrics, clo
           return { res, nn: i }
         }
         if (res) lastError = await failed(res)
-        if (signal?.aborted || !namenodeShouldChange(lastError)) throw lastError
+        if (signal?.aborted) throw lastError
+        if (!namenodeShouldChange(lastError)) {
+          if (res) useNamenode(i, 'answered') // an active namenode's "no": ask it first next time
+          throw lastError
+        }
         log.debug({ namenode: namenodes[i], op, code: lastError.code, exception: lastError.details?.exception }, 'namenode unavailable')
       }
     }
@@ -248,7 +252,7 @@ export function createWebHdfsBackend (target, { dispatcher, logger, metrics, clo
       const { location, nn } = await locate('GET', remote, op, params, signal)
       let err
       try {
-        const res = await send(location, { dispatcher, signal, headers: headersFor(location) })
+        const res = await getStream(location, { signal, idleMs, headers: headersFor(location) })
         if (res.statusCode === 200) return res
         err = await failed(res)
       } catch (thrown) {
@@ -305,7 +309,7 @@ export function createWebHdfsBackend (target, { dispatcher, logger, metrics, clo
     async openRead (remote, { offset = 0, length, signal } = {}) {
       const st = await fileStatus(remote, signal)
       if (!st || st.type !== 'file') throw new RemoteNotFoundError(`${remote} is not a file on ${target.name}`)
-      const info = { size: length !== undefined ? null : st.size, version: st.version, offset, blockSize: st.blockSize }
+      const info = { size: length !== undefined ? null : st.size, version: st.version, offset, blockSize: st.blockSize, status: st }
       // OPEN past the end answers 403; a download resumed at its very end has nothing left to read.
       if (offset >= st.size || length === 0) return { ...info, stream: Readable.from([]) }
       const params = { offset, ...(length !== undefined && { length }) }
@@ -356,14 +360,16 @@ export function createWebHdfsBackend (target, { dispatcher, logger, metrics, clo
       await res.body.dump()
     },
 
-    // HDFS's checksum of a file of this block size (default: the cluster's), or null when the
-    // target has `checksum: false` or the cluster cannot tell its parameters.
-    async createChecksum ({ blockSize, signal } = {}) {
+    // HDFS's checksum of a file of this block size (that of `remote` when given, else the
+    // cluster's default), or null when the target has `checksum: false` or the cluster cannot
+    // tell its parameters.
+    async createChecksum ({ remote, blockSize, signal } = {}) {
       if (!target.checksum) return null
       const defaults = await getServerDefaults(signal)
       const crcType = CRC_TYPES[defaults?.checksumType]
       if (!defaults || !crcType || !defaults.bytesPerChecksum) return null
-      return createHdfsChecksum({ blockSize: blockSize ?? defaults.blockSize, bytesPerChecksum: defaults.bytesPerChecksum, crcType })
+      if (remote && !blockSize) blockSize = (await fileStatus(remote, signal))?.blockSize
+      return createHdfsChecksum({ blockSize: blockSize || defaults.blockSize, bytesPerChecksum: defaults.bytesPerChecksum, crcType })
     },
 
     // Compares HDFS's GETFILECHECKSUM with ours; null when they cannot be compared (another

@@ -95,7 +95,7 @@ export class Meter {
 // Sink for uploads: hashes each chunk and writes it to an HTTP request (or any socket-like
 // Writable); the chunk goes back to the pool when the kernel has taken it.
 export function requestSink (request, { pool, meter }) {
-  return new Writable({
+  const sink = new Writable({
     highWaterMark: 0,
     write (chunk, encoding, callback) {
       meter.update(chunk)
@@ -111,6 +111,13 @@ export function requestSink (request, { pool, meter }) {
       callback(err)
     }
   })
+  // A request destroyed from the other side (an early error answer, a reset, a client gone) ends
+  // the pipeline too, instead of leaving it waiting for a drain or an end that will not come.
+  request.on('error', (err) => sink.destroy(err))
+  request.once('close', () => {
+    if (!sink.writableFinished) sink.destroy(Object.assign(new Error('the request closed before its body was sent'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }))
+  })
+  return sink
 }
 
 // Sink for downloads and the file backend: hashes each chunk and writes it at its position with

@@ -10,6 +10,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { createHash } from 'node:crypto'
 import { openSource, openTemp, resolveDestination } from './paths.js'
+import { BufferPool, fileSource } from './datapath.js'
 import { uploadTempPath } from './backends/index.js'
 import { syncDir } from './store.js'
 import {
@@ -34,11 +35,16 @@ export class Meter extends Transform {
     this.onProgress = onProgress
   }
 
-  _transform (chunk, encoding, callback) {
+  // Also called directly by the sinks of datapath.js, which hash as they write.
+  update (chunk) {
     this.hash?.update(chunk)
     this.checksum?.update(chunk)
     this.bytes += chunk.length
     this.onProgress?.(this.bytes)
+  }
+
+  _transform (chunk, encoding, callback) {
+    this.update(chunk)
     callback(null, chunk)
   }
 
@@ -73,10 +79,11 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     if (job.attempts > 1 && tmp !== job.remote) await backend.remove(tmp, { signal }).catch(() => {})
     const checksum = await backend.createChecksum?.({ signal }) ?? null
     const meter = new Meter(onProgress, { checksum })
-    const sink = await backend.openWrite(tmp, { size: source.size, signal, blockSize: checksum?.blockSize })
+    // Read into reused pool buffers; the target's sink hashes each chunk and gives it back.
+    const pool = new BufferPool()
+    const sink = await backend.openWrite(tmp, { size: source.size, signal, blockSize: checksum?.blockSize, pool, meter })
     written = true
-    const read = createReadStream(null, { fd: source.handle, highWaterMark: CHUNK, start: 0 })
-    await sent(pipeline(read, meter, sink.stream, { signal }), sink.done, signal)
+    await sent(pipeline(fileSource(source.handle.fd, { pool }), sink.stream, { signal }), sink.done, signal)
     const sha256 = meter.digest()
     verify({ bytes: meter.bytes, size: source.size, sha256, expected: job.expectedSha256, what: job.local })
     const stored = await backend.stat(tmp, { signal })
@@ -87,7 +94,7 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     written = false
     return { bytes: meter.bytes, size: source.size, sha256, ...(verified && { checksum: verified }) }
   } finally {
-    await source.handle.close().catch(() => {}) // a no-op when the read stream closed it
+    await source.handle.close().catch(() => {})
     if (written && tmp !== job.remote) await backend.remove(tmp).catch(() => {})
   }
 }
@@ -131,11 +138,13 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
     state = live && live.bytes === offset && live.version === job.remoteVersion
       ? live
       : await hashPrefix(temp.handle, offset, job.remoteVersion, await newChecksum(backend, job, signal))
-    src = await backend.openRead(job.remote, { offset, signal, ...(offset && { ifVersion: job.remoteVersion }) })
+    // Bodies arrive in reused pool buffers (where the backend can), which PartFile gives back.
+    const pool = new BufferPool()
+    src = await backend.openRead(job.remote, { offset, signal, pool, ...(offset && { ifVersion: job.remoteVersion }) })
     if (offset && !continues(src, job, offset)) {
       if (src.offset !== 0) {
         src.stream.destroy()
-        src = await backend.openRead(job.remote, { signal })
+        src = await backend.openRead(job.remote, { signal, pool })
       }
       offset = 0
       await temp.handle.truncate(0)
@@ -145,7 +154,7 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
     // Journaled (the remote's version) while the bytes already flow; see resumePoint.
     const started = onStart?.({ size: src.size, version: src.version ?? null, resumedFrom: offset })
     await Promise.all([
-      pipeline(src.stream, new Meter(onProgress, { start: offset, hash: false }), new PartFile(temp.handle, state), { signal }),
+      pipeline(src.stream, new Meter(onProgress, { start: offset, hash: false }), new PartFile(temp.handle, state, pool), { signal }),
       started
     ])
     const sha256 = state.sha256.digest('hex')
@@ -221,10 +230,11 @@ async function hashPrefix (handle, length, version, checksum) {
 // state describes the file, unless a write failed after its bytes were hashed: then it is marked
 // stale and a resume hashes the file again. fdatasync at the end.
 class PartFile extends Writable {
-  constructor (handle, state) {
+  constructor (handle, state, pool = null) {
     super({ highWaterMark: CHUNK })
     this.handle = handle
     this.state = state
+    this.pool = pool
   }
 
   _write (chunk, encoding, callback) {
@@ -241,10 +251,13 @@ class PartFile extends Writable {
       state.checksum?.update(b)
       size += b.length
     }
+    const release = () => { for (const b of buffers) this.pool?.release(b) }
     writing.then(() => {
+      release()
       state.bytes += size
       callback()
     }, (err) => {
+      release()
       state.stale = true
       callback(err)
     })

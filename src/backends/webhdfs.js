@@ -9,6 +9,8 @@ import {
   RemoteQuotaExceededError, ChecksumMismatchError, NetworkError, TimeoutError, toSidecarError
 } from '../errors.js'
 import { send, getStream, putStream, readSmall, firstLine, encodePath } from './http-util.js'
+import { pooledGet } from './http-get.js'
+import { requestSink } from '../datapath.js'
 import { createHdfsChecksum, parseFileChecksum } from '../hdfs-checksum.js'
 
 // RemoteException classes by what they mean here (matched on the simple name, `exception`).
@@ -247,12 +249,14 @@ export function createWebHdfsBackend (target, { dispatcher, logger, metrics, clo
 
   // GET on a datanode (OPEN, GETFILECHECKSUM): a retryable failure excludes it (or leaves the
   // namenode it relays) and asks again at once.
-  async function datanodeGet (remote, op, params, signal) {
+  // With a `pool` (plain http) the body is read straight into the transfer's pool buffers.
+  async function datanodeGet (remote, op, params, signal, pool) {
     for (let tries = 1; ; tries++) {
       const { location, nn } = await locate('GET', remote, op, params, signal)
       let err
       try {
-        const res = await getStream(location, { signal, idleMs, headers: headersFor(location) })
+        const get = pool && new URL(location).protocol === 'http:' ? pooledGet : getStream
+        const res = await get(location, { signal, idleMs, headers: headersFor(location), pool })
         if (res.statusCode === 200) return res
         err = await failed(res)
       } catch (thrown) {
@@ -306,20 +310,20 @@ export function createWebHdfsBackend (target, { dispatcher, logger, metrics, clo
       return fileStatus(remote, signal)
     },
 
-    async openRead (remote, { offset = 0, length, signal } = {}) {
+    async openRead (remote, { offset = 0, length, signal, pool } = {}) {
       const st = await fileStatus(remote, signal)
       if (!st || st.type !== 'file') throw new RemoteNotFoundError(`${remote} is not a file on ${target.name}`)
       const info = { size: length !== undefined ? null : st.size, version: st.version, offset, blockSize: st.blockSize, status: st }
       // OPEN past the end answers 403; a download resumed at its very end has nothing left to read.
       if (offset >= st.size || length === 0) return { ...info, stream: Readable.from([]) }
       const params = { offset, ...(length !== undefined && { length }) }
-      const res = await datanodeGet(remote, 'OPEN', params, signal)
+      const res = await datanodeGet(remote, 'OPEN', params, signal, pool)
       return { ...info, stream: res.body }
     },
 
     // The returned stream is the body of the PUT to the datanode; `done` settles with its answer.
     // An explicit block size makes the file's checksum predictable (see hdfs-checksum.js).
-    async openWrite (remote, { size, signal, blockSize } = {}) {
+    async openWrite (remote, { size, signal, blockSize, pool, meter } = {}) {
       const params = { overwrite: true, ...(blockSize && { blocksize: blockSize }) }
       const { location, nn } = await locate('PUT', remote, 'CREATE', params, signal)
       const headers = { ...headersFor(location), 'content-type': 'application/octet-stream' }
@@ -334,7 +338,7 @@ export function createWebHdfsBackend (target, { dispatcher, logger, metrics, clo
         throw err
       })
       done.catch((err) => put.stream.destroy(err))
-      return { stream: put.stream, done }
+      return { stream: pool ? requestSink(put.stream, { pool, meter }) : put.stream, done }
     },
 
     async publish (tmp, remote, { overwrite, size, signal } = {}) {

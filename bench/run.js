@@ -181,7 +181,7 @@ async function setup (opts) {
   const targets = []
   for (const name of opts.targets) {
     log(`starting ${name} server${name === 'webhdfs' ? ' (first start builds the harness with maven)' : ''}`)
-    const target = await startTarget(name, { workDir })
+    const target = await startTarget(name, { workDir, hdfsChecksum: opts.hdfsChecksum })
     onCleanup(() => target.stop())
     targets.push(target)
     log(`${name}: ${target.server}`)

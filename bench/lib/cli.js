@@ -15,6 +15,7 @@ export const USAGE = `Usage: node bench/run.js [options]
   --competitors LIST  ${COMPETITORS.join(',')} (default: both)
   --cpu-prof DIR      run the daemon under node --cpu-prof, profiles written to DIR at exit
   --no-save           do not write bench/results/<date>/first-bench.{json,md}
+  --no-hdfs-checksum  turn the sidecar's end-to-end HDFS checksum off (webhdfs.checksum: false)
   -h, --help`
 
 function list (value, allowed, flag) {
@@ -43,11 +44,13 @@ export function parseCli (argv) {
       competitors: { type: 'string', default: COMPETITORS.join(',') },
       'cpu-prof': { type: 'string' },
       'no-save': { type: 'boolean', default: false },
+      'no-hdfs-checksum': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false }
     }
   })
   return {
     help: values.help,
+    hdfsChecksum: !values['no-hdfs-checksum'],
     sizeMiB: positiveInt(values['size-mib'], '--size-mib'),
     runs: positiveInt(values.runs, '--runs'),
     targets: list(values.targets, TARGETS, '--targets'),

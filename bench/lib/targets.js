@@ -41,7 +41,7 @@ async function startHttpTarget ({ timeFile }) {
 }
 
 // MiniDFSCluster with WebHDFS: two-step CREATE (namenode → datanode), OPEN with a redirect.
-async function startWebHdfsTarget ({ timeFile }) {
+async function startWebHdfsTarget ({ timeFile, hdfsChecksum = true }) {
   const hdfs = await startHdfs({ datanodes: 1 })
   try {
     await hdfs.command(`mkdir ${HDFS_BASE} ${HDFS_USER} 755`)
@@ -54,7 +54,7 @@ async function startWebHdfsTarget ({ timeFile }) {
   return {
     name: 'webhdfs',
     sidecarName: 'hdfs',
-    sidecarConfig: { type: 'webhdfs', namenodes: [nn], user: HDFS_USER, base: HDFS_BASE },
+    sidecarConfig: { type: 'webhdfs', namenodes: [nn], user: HDFS_USER, base: HDFS_BASE, checksum: hdfsChecksum },
     server: `MiniDFSCluster (1 datanode) at ${nn}`,
 
     async curlUpload (file, name) {
@@ -85,6 +85,6 @@ async function startWebHdfsTarget ({ timeFile }) {
 
 const STARTERS = { http: startHttpTarget, webhdfs: startWebHdfsTarget }
 
-export function startTarget (name, { workDir }) {
-  return STARTERS[name]({ timeFile: path.join(workDir, `time-${name}.txt`) })
+export function startTarget (name, { workDir, hdfsChecksum }) {
+  return STARTERS[name]({ timeFile: path.join(workDir, `time-${name}.txt`), hdfsChecksum })
 }

@@ -5,11 +5,11 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import { spawn, spawnSync } from 'node:child_process'
 import fs from 'node:fs/promises'
-import net from 'node:net'
 import path from 'node:path'
 import { startHttpd } from './harness/httpd.js'
 import { startHdfs } from './harness/hdfs.js'
 import { startTestSidecar, tempDir } from './helpers/sidecar.js'
+import { freePort } from './helpers/ports.js'
 
 const PHP_DIR = new URL('../php-client/', import.meta.url).pathname
 const CALLBACK_SECRET = 'php-callback-secret-0123456789'
@@ -22,18 +22,6 @@ function requireCommand (cmd, args) {
     throw new Error(`${cmd} ${args.join(' ')} failed (${r.error?.message ?? r.stderr}): install php-cli php-curl phpunit (Debian 12)`)
   }
   return r.stdout
-}
-
-// A loopback port nobody listens on now; the PHP callback test listens on it later.
-function freePort () {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address()
-      srv.close(() => resolve(port))
-    })
-  })
 }
 
 // Runs a command, echoing its output as it comes; resolves to its exit code and whole output.

@@ -9,19 +9,10 @@ import { startFaultServer } from './harness/faults.js'
 import { spawnSidecar, client, tempDir, waitFor } from './helpers/sidecar.js'
 import { makeFile, sha256File, patternStream } from './helpers/files.js'
 import { createHash } from 'node:crypto'
-import net from 'node:net'
+import { freePort } from './helpers/ports.js'
 
 const MiB = 1 << 20
 let hdfs, faults, root, stateDir, config, proc, api
-
-async function freePort () {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address()
-      s.close(() => resolve(port))
-    })
-  })
-}
 
 beforeAll(async () => {
   ;[hdfs, faults] = await Promise.all([startHdfs(), startFaultServer()])

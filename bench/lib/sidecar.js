@@ -2,27 +2,16 @@
 // (SIDECAR_CONFIG=... node bin/transfer-sidecar.js), and a minimal client for its job API.
 import { spawn } from 'node:child_process'
 import fs from 'node:fs/promises'
-import net from 'node:net'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { freePort } from '../../test/helpers/ports.js'
 
 const BIN = fileURLToPath(new URL('../../bin/transfer-sidecar.js', import.meta.url))
 const START_TIMEOUT_MS = 20_000
 const STOP_TIMEOUT_MS = 20_000
 const LONG_POLL_SECONDS = 60
 const OUTPUT_TAIL = 16 * 1024
-
-function freePort () {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address()
-      srv.close(() => resolve(port))
-    })
-  })
-}
 
 function hasExited (child) {
   return child.exitCode !== null || child.signalCode !== null

@@ -14,43 +14,17 @@
 import { spawn } from 'node:child_process'
 import { mkdtemp, mkdir, writeFile, readFile, rm, chmod, chown, readdir, lstat } from 'node:fs/promises'
 import { existsSync, readFileSync } from 'node:fs'
-import net from 'node:net'
 import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
+import { freePort } from '../helpers/ports.js'
+import { killOnExit } from './children.js'
 
 const HTTPD_BIN = process.env.HTTPD_BIN || '/usr/sbin/apache2'
 const MODULES_DIR = process.env.HTTPD_MODULES_DIR || '/usr/lib/apache2/modules'
 const START_TIMEOUT_MS = 20_000
 const STOP_GRACE_MS = 10_000
 const MAX_START_ATTEMPTS = 3
-
-// Every child we spawn, so that a crashing test process does not leave
-// orphaned httpd instances listening on loopback.
-const liveChildren = new Set()
-let exitHookInstalled = false
-function installExitHook () {
-  if (exitHookInstalled) return
-  exitHookInstalled = true
-  process.on('exit', () => {
-    for (const child of liveChildren) {
-      try { child.kill('SIGKILL') } catch { /* already gone */ }
-    }
-  })
-}
-
-/** Ask the kernel for a free loopback port (racy by nature: we retry on EADDRINUSE). */
-function freePort () {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer()
-    srv.unref()
-    srv.on('error', reject)
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address()
-      srv.close(() => resolve(port))
-    })
-  })
-}
 
 /** uid/gid the workers will run as (only relevant when we are root). */
 function serverIdentity () {
@@ -262,8 +236,7 @@ async function spawnOnce ({ root, confPath, port, errorLog }) {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   })
-  liveChildren.add(child)
-  child.once('exit', () => liveChildren.delete(child))
+  killOnExit(child)
 
   let output = ''
   const collect = (d) => {
@@ -318,7 +291,6 @@ export async function startHttpd ({ dir } = {}) {
   if (!existsSync(HTTPD_BIN)) {
     throw new Error(`httpd harness: ${HTTPD_BIN} not found (apt-get install -y --no-install-recommends apache2)`)
   }
-  installExitHook()
 
   const ident = serverIdentity()
   const root = await mkdtemp(path.join(os.tmpdir(), 'httpd-dav-'))

@@ -12,39 +12,16 @@
 
 import { spawn } from 'node:child_process'
 import { mkdtemp, rm, writeFile, copyFile } from 'node:fs/promises'
-import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
+import { freePort } from '../helpers/ports.js'
+import { killOnExit } from './children.js'
 
 const PROMETHEUS_BIN = process.env.PROMETHEUS_BIN || '/usr/bin/prometheus'
 const START_TIMEOUT_MS = 30_000
 const STOP_GRACE_MS = 10_000
 const MAX_START_ATTEMPTS = 3
 const LOG_TAIL_LINES = 40
-
-const liveChildren = new Set()
-let exitHookInstalled = false
-function installExitHook () {
-  if (exitHookInstalled) return
-  exitHookInstalled = true
-  process.on('exit', () => {
-    for (const child of liveChildren) {
-      try { child.kill('SIGKILL') } catch { /* already gone */ }
-    }
-  })
-}
-
-function freePort () {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer()
-    srv.unref()
-    srv.on('error', reject)
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address()
-      srv.close(() => resolve(port))
-    })
-  })
-}
 
 const duration = (ms) => `${Math.max(1, Math.round(ms))}ms`
 
@@ -91,7 +68,6 @@ export async function startPrometheus ({
   targets, scrapeIntervalMs = 1000, evaluationIntervalMs = scrapeIntervalMs, ruleFiles = [], jobName = 'transfer-sidecar', bearerToken
 } = {}) {
   if (!Array.isArray(targets) || targets.length === 0) throw new Error('startPrometheus: targets must be a non-empty array of host:port')
-  installExitHook()
   const dir = await mkdtemp(path.join(os.tmpdir(), 'prometheus-test-'))
   try {
     const rules = []
@@ -129,13 +105,13 @@ async function launch ({ dir, configFile, port, jobName, expectTargets }) {
     '--log.level=info'
   ]
   const child = spawn(PROMETHEUS_BIN, args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] })
-  liveChildren.add(child)
+  killOnExit(child)
   const log = []
   const onData = (d) => { log.push(...d.toString().split('\n').filter(Boolean)); if (log.length > 2000) log.splice(0, log.length - 1000) }
   child.stdout.on('data', onData)
   child.stderr.on('data', onData)
   let exited = null
-  const exit = new Promise((resolve) => child.once('exit', (code, signal) => { exited = { code, signal }; liveChildren.delete(child); resolve(exited) }))
+  const exit = new Promise((resolve) => child.once('exit', (code, signal) => { exited = { code, signal }; resolve(exited) }))
   child.once('error', (err) => { log.push(`spawn ${PROMETHEUS_BIN}: ${err.message}`) })
   const tail = () => log.slice(-LOG_TAIL_LINES).join('\n')
   const url = `http://127.0.0.1:${port}`

@@ -5,7 +5,6 @@
 // buffer back once it has been hashed and written. The pool being empty is the backpressure.
 import fs from 'node:fs'
 import { Readable, Writable } from 'node:stream'
-import { createHash } from 'node:crypto'
 
 export const CHUNK = 256 * 1024
 const POOL_BUFFERS = 16 // 4 MiB in flight per transfer at most
@@ -73,24 +72,7 @@ export function fileSource (fd, { pool, start = 0, end = Infinity }) {
   })
 }
 
-// Counts and hashes every chunk that passes; the meter of both directions.
-export class Meter {
-  constructor (onProgress, { bytes = 0, hash = createHash('sha256') } = {}) {
-    this.hash = hash
-    this.bytes = bytes
-    this.onProgress = onProgress
-  }
-
-  update (chunk) {
-    this.hash.update(chunk)
-    this.bytes += chunk.length
-    this.onProgress?.(this.bytes)
-  }
-
-  digest () {
-    return this.hash.digest('hex')
-  }
-}
+// The sinks take a `meter` with update(chunk) (transfer.js's Meter: bytes, sha256, HDFS checksum).
 
 // Sink for uploads: hashes each chunk and writes it to an HTTP request (or any socket-like
 // Writable); the chunk goes back to the pool when the kernel has taken it.

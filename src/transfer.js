@@ -123,7 +123,7 @@ const partials = new WeakMap()
 // ready before the remote is opened, so its body is read at once (see getStream in http-util.js).
 export async function download (job, { backend, roots, signal, onStart, onProgress, onVerified }) {
   const dest = await resolveDestination(job.local, roots)
-  if (!job.overwrite && await exists(dest.path)) {
+  if (!job.overwrite && await lstatOrNull(dest.path)) {
     throw new LocalExistsError(`${job.local} exists and overwrite is false`)
   }
   const tmpPath = path.join(dest.dir, downloadTempName(dest, job))
@@ -330,16 +330,6 @@ async function lstatOrNull (p) {
     if (err.code === 'ENOENT') return null
     throw err
   })
-}
-
-async function exists (p) {
-  try {
-    await fs.lstat(p)
-    return true
-  } catch (err) {
-    if (err.code === 'ENOENT') return false
-    throw err
-  }
 }
 
 async function publishLocal (from, to, overwrite) {

@@ -137,9 +137,9 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, pool }) 
         if (view.length > remaining) view = view.subarray(0, remaining)
         remaining -= view.length
       }
-      if (view.length) response.body.push(zeroCopy && !copied ? view : Buffer.from(view))
-      if (zeroCopy && copied === false && view.length === 0) pool.release(view)
-      if (!zeroCopy && !copied) pool.release(view)
+      const handOn = zeroCopy && !copied && view.length > 0 // the consumer releases it
+      if (view.length) response.body.push(handOn ? view : Buffer.from(view))
+      if (!copied && !handOn) pool.release(view)
       if (remaining === 0) finish()
     }
 

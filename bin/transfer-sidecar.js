@@ -1,5 +1,7 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-semi-space-size=1
 // Command line entry: parse flags, load the config, start, stop on SIGTERM/SIGINT.
+// --max-semi-space-size=1: the data path reuses its buffers, so a 1 MiB young generation (instead
+// of up to 16) costs a few more scavenges of small objects and keeps ~5 MiB of RSS off the peak.
 import { parseArgs } from 'node:util'
 import { readFileSync } from 'node:fs'
 import { loadConfig, startSidecar, ConfigError } from '../src/index.js'

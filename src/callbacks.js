@@ -2,15 +2,16 @@
 // with HMAC-SHA256 when callbacks.secret is set, retried with backoff. The delivery state is part
 // of the job record, so a restart resumes pending deliveries.
 import crypto from 'node:crypto'
-import { request } from 'undici'
+import { createHttpClient, drain } from './backends/http-util.js'
 
 export function signature (secret, timestamp, body) {
   return 'sha256=' + crypto.createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')
 }
 
-export function createCallbackSender ({ config, dispatcher, logger, metrics, save, view, clock = Date.now, random = Math.random }) {
+export function createCallbackSender ({ config, logger, metrics, save, view, clock = Date.now, random = Math.random }) {
   const { secret, attempts, baseDelayMs, maxDelayMs, timeoutMs } = config.callbacks
   const timers = new Set()
+  const client = createHttpClient({ connectMs: timeoutMs, idleMs: timeoutMs, maxSockets: 8 })
   let stopped = false
 
   async function post (job) {
@@ -24,10 +25,8 @@ export function createCallbackSender ({ config, dispatcher, logger, metrics, sav
       'x-sidecar-timestamp': timestamp
     }
     if (secret) headers['x-sidecar-signature'] = signature(secret, timestamp, body)
-    const res = await request(job.callback, {
-      method: 'POST', body, headers, dispatcher, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, signal: AbortSignal.timeout(timeoutMs)
-    })
-    await res.body.dump()
+    const res = await client.send(job.callback, { method: 'POST', body, headers, signal: AbortSignal.timeout(timeoutMs) })
+    await drain(res.body)
     if (res.statusCode < 200 || res.statusCode >= 300) throw new Error(`callback answered HTTP ${res.statusCode}`)
   }
 
@@ -61,6 +60,7 @@ export function createCallbackSender ({ config, dispatcher, logger, metrics, sav
     stop () {
       stopped = true
       for (const t of timers) clearTimeout(t)
+      client.close()
     }
   }
 }

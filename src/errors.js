@@ -81,18 +81,18 @@ export const JOB_ERROR_CODES = [
 ].map((e) => e.code)
 
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH',
-  'EAI_AGAIN', 'ENOTFOUND', 'ECONNABORTED', 'ERR_STREAM_PREMATURE_CLOSE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED',
-  'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH', 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH'])
-const TIMEOUT_CODES = new Set(['ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
+  'EAI_AGAIN', 'ENOTFOUND', 'ECONNABORTED', 'ERR_STREAM_PREMATURE_CLOSE', 'ERR_BAD_HTTP_RESPONSE'])
+const TIMEOUT_CODES = new Set(['ETIMEDOUT'])
 const LOCAL_NOT_FOUND_CODES = new Set(['ENOENT', 'ENOTDIR'])
 
-// Turns whatever a transfer threw (undici, fs, our own) into a SidecarError.
+// Turns whatever a transfer threw (node:http, fs, our own) into a SidecarError.
 export function toSidecarError (err) {
   if (err instanceof SidecarError) return err
   const code = err?.code ?? err?.cause?.code
   const message = err?.message ?? String(err)
   if (TIMEOUT_CODES.has(code)) return new TimeoutError(`${message} (${code})`, { cause: err })
-  if (NETWORK_CODES.has(code)) return new NetworkError(`${message} (${code})`, { cause: err })
+  // HPE_*: node's HTTP parser refused what the server sent (a broken or cut answer).
+  if (NETWORK_CODES.has(code) || /^HPE_/.test(code ?? '')) return new NetworkError(`${message} (${code})`, { cause: err })
   if (LOCAL_NOT_FOUND_CODES.has(code)) return new LocalNotFoundError(message, { cause: err })
   if (code === 'ELOOP') return new PathNotAllowedError(`symbolic link refused: ${message}`, { cause: err })
   if (code === 'EEXIST') return new LocalExistsError(message, { cause: err })

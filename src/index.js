@@ -1,6 +1,5 @@
 // Wires the daemon together: config → logger, store, backends, scheduler, metrics, HTTP listeners.
 import path from 'node:path'
-import { Agent } from 'undici'
 import { createLogger } from './logger.js'
 import { openJobStore } from './store.js'
 import { createBackend } from './backends/index.js'
@@ -13,22 +12,14 @@ import { createCallbackSender } from './callbacks.js'
 
 export { loadConfig, validateConfig, ConfigError } from './config.js'
 
-export async function startSidecar (config, { logger = createLogger({ level: config.logLevel }), dispatcher, clock } = {}) {
-  // One pooled keep-alive agent per daemon: undici keeps a pool per origin (namenode, datanodes, httpd).
-  const agent = dispatcher ?? new Agent({
-    connectTimeout: config.timeouts.connectMs,
-    headersTimeout: config.timeouts.idleMs,
-    bodyTimeout: config.timeouts.idleMs,
-    keepAliveTimeout: 30000,
-    connections: 64
-  })
+export async function startSidecar (config, { logger = createLogger({ level: config.logLevel }), clock } = {}) {
   let scheduler = null
   const metrics = createMetrics({ scheduler: () => scheduler })
-  const backends = Object.fromEntries(Object.values(config.targets).map((t) => [t.name, createBackend(t, { dispatcher: agent, logger, metrics })]))
+  const backends = Object.fromEntries(Object.values(config.targets).map((t) => [t.name, createBackend(t, { logger, metrics })]))
   const store = await openJobStore({ dir: path.join(config.stateDir, 'jobs'), logger })
   scheduler = new Scheduler({ config, store, backends, metrics, logger, clock })
   await scheduler.recover()
-  const callbacks = createCallbackSender({ config, dispatcher: agent, logger, metrics, save: (job) => scheduler.save(job), view: (job) => scheduler.view(job), clock })
+  const callbacks = createCallbackSender({ config, logger, metrics, save: (job) => scheduler.save(job), view: (job) => scheduler.view(job), clock })
   scheduler.callbacks = callbacks
   for (const job of scheduler.pendingCallbacks()) callbacks.deliver(job)
   const spool = createSpool({ config, scheduler, logger, metrics })
@@ -48,7 +39,6 @@ export async function startSidecar (config, { logger = createLogger({ level: con
       await closing
       await store.close()
       await Promise.all(Object.values(backends).map((b) => b.close()))
-      if (!dispatcher) await agent.close()
       logger.info('stopped')
       logger.flush?.()
     })()

@@ -3,7 +3,6 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { Agent } from 'undici'
 import { createFileBackend } from '../src/backends/file.js'
 import { createHttpBackend } from '../src/backends/http.js'
 import { createWebHdfsBackend } from '../src/backends/webhdfs.js'
@@ -19,15 +18,14 @@ const setups = {
   },
   async http () {
     const httpd = await startHttpd()
-    const dispatcher = new Agent()
-    return { backend: createHttpBackend({ url: httpd.uploadUrl, atomic: true }, { dispatcher }), stop: async () => { await dispatcher.close(); await httpd.stop() } }
+    const backend = createHttpBackend({ url: httpd.uploadUrl, atomic: true })
+    return { backend, stop: async () => { await backend.close(); await httpd.stop() } }
   },
   async webhdfs () {
     const hdfs = await startHdfs()
     await hdfs.command('mkdir /contract www-data 755')
-    const dispatcher = new Agent()
-    const backend = createWebHdfsBackend({ namenodes: hdfs.namenodes, user: 'www-data', base: '/contract' }, { dispatcher })
-    return { backend, stop: async () => { await dispatcher.close(); await hdfs.stop() } }
+    const backend = createWebHdfsBackend({ namenodes: hdfs.namenodes, user: 'www-data', base: '/contract' })
+    return { backend, stop: async () => { await backend.close(); await hdfs.stop() } }
   }
 }
 

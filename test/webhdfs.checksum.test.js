@@ -82,7 +82,7 @@ describe('against a MiniDFSCluster with 1 MiB blocks', () => {
     proxies = await startHdfsProxies(hdfs)
     dispatcher = new Agent()
     root = await tempDir('ck-root-')
-    backend = createWebHdfsBackend({ name: 'hdfs', namenodes: proxies.urls, user: 'www-data', base: '/ck', checksum: true }, { dispatcher })
+    backend = createWebHdfsBackend({ name: 'hdfs', namenodes: proxies.urls, user: 'www-data', base: '/ck', checksum: true })
   })
   afterAll(async () => {
     await dispatcher?.close()
@@ -91,8 +91,8 @@ describe('against a MiniDFSCluster with 1 MiB blocks', () => {
   })
 
   async function hdfsChecksum (remote) {
-    const nn = await request(`${hdfs.namenodes[0]}/webhdfs/v1/ck${remote}?op=GETFILECHECKSUM&user.name=www-data&noredirect=true`, { dispatcher })
-    const dn = await request((await nn.body.json()).Location, { dispatcher })
+    const nn = await request(`${hdfs.namenodes[0]}/webhdfs/v1/ck${remote}?op=GETFILECHECKSUM&user.name=www-data&noredirect=true`)
+    const dn = await request((await nn.body.json()).Location)
     return parseFileChecksum((await dn.body.json()).FileChecksum)
   }
 
@@ -116,7 +116,7 @@ describe('against a MiniDFSCluster with 1 MiB blocks', () => {
     const j = job({ direction: 'upload', local, remote: '/flip-up.bin' })
     const err = await upload(j, { backend, roots: [root] }).catch((e) => e)
     expect(err).toMatchObject({ code: 'CHECKSUM_MISMATCH', retryable: true, details: { algorithm: 'MD5-of-2048MD5-of-512CRC32C' } })
-    const listing = await request(`${hdfs.namenodes[0]}/webhdfs/v1/ck?op=LISTSTATUS&user.name=www-data`, { dispatcher })
+    const listing = await request(`${hdfs.namenodes[0]}/webhdfs/v1/ck?op=LISTSTATUS&user.name=www-data`)
     const names = (await listing.body.json()).FileStatuses.FileStatus.map((s) => s.pathSuffix)
     expect(names.filter((n) => n.includes('flip-up'))).toEqual([])
     // sha256 and size could not see it: the local file was read correctly and fully.
@@ -135,7 +135,7 @@ describe('against a MiniDFSCluster with 1 MiB blocks', () => {
   })
 
   it('with checksum: false, asks HDFS for no checksum and uploads all the same', async () => {
-    const plain = createWebHdfsBackend({ name: 'hdfs', namenodes: proxies.urls, user: 'www-data', base: '/ck', checksum: false }, { dispatcher })
+    const plain = createWebHdfsBackend({ name: 'hdfs', namenodes: proxies.urls, user: 'www-data', base: '/ck', checksum: false })
     const local = path.join(root, 'plain')
     await makeFile(local, 1000, 13)
     const defaultsAsked = () => proxies.requests().filter((r) => /GETSERVERDEFAULTS/.test(r.line)).length

@@ -100,8 +100,8 @@ describe('against a MiniDFSCluster with three datanodes', () => {
   })
 
   it('leaves out a datanode that failed: later CREATE and OPEN name it in excludedatanodes, and no job fails on it again', async () => {
-    const backend = createWebHdfsBackend({ name: 'hdfs', namenodes: proxies.urls, user: 'www-data', base: '/data', checksum: false }, { dispatcher })
-    const jmx = await request(`${hdfs.namenodes[0]}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo`, { dispatcher })
+    const backend = createWebHdfsBackend({ name: 'hdfs', namenodes: proxies.urls, user: 'www-data', base: '/data', checksum: false })
+    const jmx = await request(`${hdfs.namenodes[0]}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo`)
     const live = Object.values(JSON.parse((await jmx.body.json()).beans[0].LiveNodes))
     const xfer0 = live.find((n) => n.infoAddr === hdfs.datanodes[0]).xferaddr
     await proxies.datanodes[0].refuse() // unreachable to us; HDFS itself still uses it

@@ -7,7 +7,6 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { Agent } from 'undici'
 import { createWebHdfsBackend } from '../src/backends/webhdfs.js'
 import { upload } from '../src/transfer.js'
 import { startHdfs } from './harness/hdfs.js'
@@ -16,23 +15,21 @@ import { startTestSidecar, tempDir } from './helpers/sidecar.js'
 import { makeFile } from './helpers/files.js'
 
 const MiB = 1 << 20
-let hdfs, proxies, dispatcher, root
+let hdfs, proxies, root
 
 beforeAll(async () => {
   hdfs = await startHdfs({ datanodes: 2, ha: true })
   await hdfs.command('mkdir /data www-data 755')
   proxies = await startHdfsProxies(hdfs)
-  dispatcher = new Agent()
   root = await tempDir('ha-root-')
 })
 afterAll(async () => {
-  await dispatcher?.close()
   await proxies?.stop()
   await hdfs?.stop()
 })
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-const backendOn = (namenodes) => createWebHdfsBackend({ name: 'hdfs', namenodes, user: 'www-data', base: '/data', checksum: false }, { dispatcher })
+const backendOn = (namenodes) => createWebHdfsBackend({ name: 'hdfs', namenodes, user: 'www-data', base: '/data', checksum: false })
 
 describe('namenode choice (namenode 0 active, 1 standby)', () => {
   it('skips a standby listed first and remembers the active one', async () => {

@@ -7,7 +7,6 @@ import { describe, it, expect, beforeAll, afterAll, afterEach } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import net from 'node:net'
-import { Agent } from 'undici'
 import { createWebHdfsBackend } from '../src/backends/webhdfs.js'
 import { createHttpBackend } from '../src/backends/http.js'
 import { createFileBackend } from '../src/backends/file.js'
@@ -20,19 +19,17 @@ import { startTestSidecar, spawnSidecar, client, tempDir, waitFor } from './help
 import { makeFile, sha256File } from './helpers/files.js'
 
 const MiB = 1 << 20
-let hdfs, proxies, httpd, httpProxy, dispatcher, root, hdfsBackend
+let hdfs, proxies, httpd, httpProxy, root, hdfsBackend
 
 beforeAll(async () => {
   ;[hdfs, httpd] = await Promise.all([startHdfs(), startHttpd()])
   await hdfs.command('mkdir /data www-data 755')
   proxies = await startHdfsProxies(hdfs)
   httpProxy = await startTcpProxy({ target: new URL(httpd.uploadUrl).host })
-  dispatcher = new Agent()
   root = await tempDir('resume-root-')
-  hdfsBackend = createWebHdfsBackend({ name: 'hdfs', namenodes: proxies.urls, user: 'www-data', base: '/data', checksum: true }, { dispatcher })
+  hdfsBackend = createWebHdfsBackend({ name: 'hdfs', namenodes: proxies.urls, user: 'www-data', base: '/data', checksum: true })
 })
 afterAll(async () => {
-  await dispatcher?.close()
   await Promise.all([proxies?.stop(), httpProxy?.stop()])
   await Promise.all([hdfs?.stop(), httpd?.stop()])
 })
@@ -150,7 +147,7 @@ describe('resume decisions, attempt by attempt', () => {
   it('httpd: a changed file answers the If-Range request with all of it, used from the start', async () => {
     const file = path.join(httpd.davDir, 'changed-http.bin')
     await davFile('changed-http.bin', 5 * MiB, 27, 100)
-    const backend = createHttpBackend({ url: new URL('/upload/', httpProxy.url).href, atomic: true }, { dispatcher })
+    const backend = createHttpBackend({ url: new URL('/upload/', httpProxy.url).href, atomic: true })
     const job = newJob(path.join(root, 'changed-http.bin'), '/changed-http.bin', 'files')
     const { starts, run } = attempts(job, backend)
     httpProxy.fault({ resetAfter: 2 * MiB, connections: 1, match: /^GET \/upload\/changed-http/ })

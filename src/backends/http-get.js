@@ -2,7 +2,7 @@
 // reads straight into the transfer's pool buffers (net `onread`), so moving a large file allocates
 // nothing per read. One connection per download (`Connection: close`): the body is the whole
 // point of the request, and the connection set-up is noise beside it. Small requests, redirects
-// and JSON stay on undici.
+// and JSON go through createHttpClient (http-util.js).
 //
 // A 2xx body with a Content-Length is handed on as views of pool buffers, which the consumer
 // releases (the sinks in datapath.js do). Other bodies are copied, so readSmall() can drain them.
@@ -15,7 +15,7 @@ const MAX_HEAD = 64 * 1024
 function parseHead (text) {
   const lines = text.split('\r\n')
   const m = /^HTTP\/1\.[01] (\d{3})/.exec(lines[0])
-  if (!m) throw Object.assign(new Error(`not an HTTP response: ${JSON.stringify(lines[0].slice(0, 80))}`), { code: 'UND_ERR_SOCKET' })
+  if (!m) throw Object.assign(new Error(`not an HTTP response: ${JSON.stringify(lines[0].slice(0, 80))}`), { code: 'ERR_BAD_HTTP_RESPONSE' })
   const headers = {}
   for (const line of lines.slice(1)) {
     const i = line.indexOf(':')
@@ -69,7 +69,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, pool }) 
     socket.once('error', (err) => fail(err))
     socket.once('close', () => {
       signal?.removeEventListener('abort', onAbort)
-      if (!response) return reject(Object.assign(new Error('connection closed before the response'), { code: 'UND_ERR_SOCKET' }))
+      if (!response) return reject(Object.assign(new Error('connection closed before the response'), { code: 'ERR_BAD_HTTP_RESPONSE' }))
       if (remaining === null && !chunked) response.body.push(null)
       else if (remaining !== 0) response.body.destroy(Object.assign(new Error('connection closed before the end of the body'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }))
     })
@@ -89,7 +89,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, pool }) 
         head = Buffer.concat([head, view])
         const end = head.indexOf('\r\n\r\n')
         if (end < 0) {
-          if (head.length > MAX_HEAD) throw Object.assign(new Error('response head too large'), { code: 'UND_ERR_SOCKET' })
+          if (head.length > MAX_HEAD) throw Object.assign(new Error('response head too large'), { code: 'ERR_BAD_HTTP_RESPONSE' })
           if (!isSpare) pool.release(view)
           return
         }
@@ -165,7 +165,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, pool }) 
         i = nl + 1
         if (line === '') continue
         const size = parseInt(line, 16)
-        if (Number.isNaN(size)) throw Object.assign(new Error('bad chunk size'), { code: 'UND_ERR_SOCKET' })
+        if (Number.isNaN(size)) throw Object.assign(new Error('bad chunk size'), { code: 'ERR_BAD_HTTP_RESPONSE' })
         if (size === 0) {
           remaining = 0
           chunked = null

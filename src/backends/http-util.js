@@ -1,15 +1,72 @@
 // Small helpers shared by the HTTP-speaking backends (webhdfs, http).
 import http from 'node:http'
 import https from 'node:https'
-import { request } from 'undici'
+import { finished } from 'node:stream/promises'
 import {
   RemoteNotFoundError, RemoteExistsError, PermissionDeniedError, RemoteRejectedError, RemoteUnavailableError
 } from '../errors.js'
 
 const ERROR_BODY_LIMIT = 64 * 1024
 
-export function send (url, { dispatcher, signal, method = 'GET', headers, body }) {
-  return request(url, { method, headers, body, dispatcher, signal })
+const timeoutError = (message) => Object.assign(new Error(message), { code: 'ETIMEDOUT' })
+
+// The client of the small requests (namenode calls, MKCOL, HEAD, MOVE, DELETE, callbacks): node:http
+// with one keep-alive pool per scheme. Not undici: its WebAssembly HTTP parser costs this daemon
+// 20–28 MiB of RSS (compiled at import, then tiered up) against a budget of 64 MiB, and node's own
+// parser is already in the binary. Free sockets are closed after 4 s, before servers do (Apache's
+// KeepAliveTimeout is 5 s); a request that still meets a reused socket closing under it is sent
+// once more, as it never reached the server.
+export function createHttpClient ({ connectMs = 10000, idleMs = 60000, maxSockets = 64 } = {}) {
+  const options = { keepAlive: true, keepAliveMsecs: 30000, maxSockets, maxFreeSockets: maxSockets, timeout: 4000, scheduling: 'lifo' }
+  const agents = { 'http:': new http.Agent(options), 'https:': new https.Agent(options) }
+
+  function once (url, { method, headers, body, signal }) {
+    return new Promise((resolve, reject) => {
+      const mod = url.protocol === 'https:' ? https : http
+      const req = mod.request(url, { method, headers, signal, agent: agents[url.protocol] })
+      const connectTimer = setTimeout(() => req.destroy(timeoutError(`no connection to ${url.host} within ${connectMs} ms`)), connectMs)
+      req.once('socket', (socket) => {
+        if (socket.connecting) socket.once('connect', () => clearTimeout(connectTimer))
+        else clearTimeout(connectTimer)
+      })
+      req.setTimeout(idleMs, () => req.destroy(timeoutError(`no answer from ${url.host} for ${idleMs} ms`)))
+      req.once('error', (err) => {
+        clearTimeout(connectTimer)
+        err.reusedSocket = req.reusedSocket
+        reject(err)
+      })
+      req.once('response', (res) => {
+        clearTimeout(connectTimer)
+        // From now on an error belongs to the body.
+        req.removeAllListeners('error')
+        req.on('error', (err) => res.destroy(err))
+        resolve({ statusCode: res.statusCode, headers: res.headers, body: res })
+      })
+      req.end(body)
+    })
+  }
+
+  return {
+    async send (url, { method = 'GET', headers, body, signal } = {}) {
+      url = typeof url === 'string' ? new URL(url) : url
+      try {
+        return await once(url, { method, headers, body, signal })
+      } catch (err) {
+        if (!err.reusedSocket || err.code !== 'ECONNRESET' || signal?.aborted) throw err
+        return once(url, { method, headers, body, signal })
+      }
+    },
+    agent: (url) => agents[new URL(url).protocol],
+    close () {
+      for (const a of Object.values(agents)) a.destroy()
+    }
+  }
+}
+
+// Reads a body to its end and drops it, so its connection goes back to the pool.
+export async function drain (body) {
+  body.resume()
+  await finished(body).catch(() => {})
 }
 
 // Reads a small body (error documents, JSON answers) with a hard cap; the rest is discarded.
@@ -51,11 +108,8 @@ export function encodePath (p) {
   return p.split('/').map(encodeURIComponent).join('/')
 }
 
-// Request bodies are streamed with node:http rather than undici, for two reasons seen against the
-// real servers: Hadoop datanodes answer every PUT with an unsolicited "100 Continue", which undici
-// rejects as a bad response; and undici destroys a stream body on its 'end', which can beat the
-// 'finish' that stream/promises.pipeline waits for ("Premature close"). A ClientRequest is a plain
-// Writable at the end of the pipeline. Responses, downloads and small calls stay on undici.
+// A streamed request body: the ClientRequest is a plain Writable at the end of the pipeline.
+// (Hadoop datanodes answer every PUT with an unsolicited "100 Continue", which node:http ignores.)
 export function putStream (url, { headers, signal, idleMs = 60000, agent = false }) {
   const target = new URL(url)
   const client = target.protocol === 'https:' ? https : http
@@ -68,9 +122,8 @@ export function putStream (url, { headers, signal, idleMs = 60000, agent = false
   return { stream: req, done }
 }
 
-// A GET whose body is a download, for servers that close every connection (datanodes). undici
-// 7 crashes the process (an uncatchable assert, nodejs/undici#5360, fixed only in undici 8) when
-// such a server closes the socket while the body waits for its consumer; node:http does not.
+// A GET whose body is a download, on a connection of its own (datanodes close every connection);
+// used for https and when the transfer has no buffer pool (http-get.js otherwise).
 export function getStream (url, { headers, signal, idleMs = 60000 }) {
   const target = new URL(url)
   const client = target.protocol === 'https:' ? https : http
@@ -85,10 +138,4 @@ export function getStream (url, { headers, signal, idleMs = 60000 }) {
       resolve({ statusCode: res.statusCode, headers: res.headers, body: res })
     })
   })
-}
-
-// A keep-alive pool for streamed PUTs to one server (datanodes close every connection anyway).
-export function putAgent (url, maxSockets) {
-  const options = { keepAlive: true, keepAliveMsecs: 30000, maxSockets, scheduling: 'lifo' }
-  return new URL(url).protocol === 'https:' ? new https.Agent(options) : new http.Agent(options)
 }

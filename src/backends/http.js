@@ -3,7 +3,7 @@
 import { Readable } from 'node:stream'
 import { pooledGet } from './http-get.js'
 import { requestSink } from '../datapath.js'
-import { send, putStream, putAgent, readSmall, firstLine, statusError, encodePath } from './http-util.js'
+import { createHttpClient, drain, putStream, readSmall, firstLine, statusError, encodePath } from './http-util.js'
 
 // What tells that a file is still the same one: a strong ETag, else Last-Modified (both valid in
 // If-Range); null when the server sends neither, and then a download is never resumed.
@@ -18,10 +18,13 @@ function contentRangeSize (headers) {
   return m ? Number(m[1]) : null
 }
 
-export function createHttpBackend (target, { dispatcher }) {
+export function createHttpBackend (target) {
   const base = new URL(target.url)
   const knownCollections = new Set() // collections we created or saw; PUT 409 clears it
-  const agent = putAgent(target.url, target.concurrency)
+  // Small requests and streamed PUTs share one keep-alive pool; downloads have their own sockets.
+  const client = createHttpClient({ ...target.timeouts, maxSockets: 2 * (target.concurrency ?? 4) })
+  const send = client.send
+  const agent = client.agent(target.url)
 
   const urlFor = (remote) => new URL(encodePath(remote.slice(1)), base)
 
@@ -36,10 +39,10 @@ export function createHttpBackend (target, { dispatcher }) {
     for (const part of parts) {
       dir += '/' + part
       if (knownCollections.has(dir)) continue
-      const res = await send(new URL(encodePath(dir.slice(1)) + '/', base), { method: 'MKCOL', dispatcher, signal })
+      const res = await send(new URL(encodePath(dir.slice(1)) + '/', base), { method: 'MKCOL', signal })
       // 201 created; 405 means it already exists.
       if (res.statusCode !== 201 && res.statusCode !== 405) throw await fail(res, `MKCOL ${dir}/`)
-      await res.body.dump()
+      await drain(res.body)
       if (knownCollections.size > 10000) knownCollections.clear()
       knownCollections.add(dir)
     }
@@ -47,15 +50,15 @@ export function createHttpBackend (target, { dispatcher }) {
 
   // Apache omits Content-Length on HEAD of an empty file; a one-byte range request tells the size.
   async function sizeByRange (remote, signal) {
-    const res = await send(urlFor(remote), { headers: { range: 'bytes=0-0' }, dispatcher, signal })
-    await res.body.dump()
+    const res = await send(urlFor(remote), { headers: { range: 'bytes=0-0' }, signal })
+    await drain(res.body)
     const m = /\/(\d+)$/.exec(res.headers['content-range'] ?? '')
     if (m) return Number(m[1])
     if (res.statusCode === 200 && res.headers['content-length'] !== undefined) return Number(res.headers['content-length'])
     return null
   }
 
-  const discard = (body) => body.dump ? body.dump() : body.destroy()
+  const discard = (body) => body.destroy()
 
   return {
     type: 'http',
@@ -63,8 +66,8 @@ export function createHttpBackend (target, { dispatcher }) {
     tempSuffix: target.tempSuffix,
 
     async stat (remote, { signal } = {}) {
-      const res = await send(urlFor(remote), { method: 'HEAD', dispatcher, signal })
-      await res.body.dump()
+      const res = await send(urlFor(remote), { method: 'HEAD', signal })
+      await drain(res.body)
       if (res.statusCode === 404) return null
       if (res.statusCode >= 300) throw statusError(res.statusCode, `HEAD ${remote}: HTTP ${res.statusCode}`)
       const length = res.headers['content-length']
@@ -82,7 +85,7 @@ export function createHttpBackend (target, { dispatcher }) {
       // Plain-http bodies read straight into the transfer's pool buffers (see http-get.js).
       const res = pool && base.protocol === 'http:'
         ? await pooledGet(urlFor(remote), { headers, signal, pool, idleMs: target.timeouts?.idleMs })
-        : await send(urlFor(remote), { headers, dispatcher, signal })
+        : await send(urlFor(remote), { headers, signal })
       const version = validator(res.headers)
       if (res.statusCode === 416 && length === undefined && contentRangeSize(res.headers) === offset) {
         discard(res.body) // resumed at the very end: nothing left to read
@@ -113,19 +116,18 @@ export function createHttpBackend (target, { dispatcher }) {
       const res = await send(urlFor(tmp), {
         method: 'MOVE',
         headers: { destination: urlFor(remote).href, overwrite: overwrite ? 'T' : 'F' },
-        dispatcher,
         signal
       })
       if (res.statusCode !== 201 && res.statusCode !== 204) throw await fail(res, `MOVE to ${remote}`)
-      await res.body.dump()
+      await drain(res.body)
     },
 
     async remove (remote, { signal } = {}) {
-      const res = await send(urlFor(remote), { method: 'DELETE', dispatcher, signal })
-      await res.body.dump()
+      const res = await send(urlFor(remote), { method: 'DELETE', signal })
+      await drain(res.body)
       if (res.statusCode >= 300 && res.statusCode !== 404) throw statusError(res.statusCode, `DELETE ${remote}: HTTP ${res.statusCode}`)
     },
 
-    async close () { agent.destroy() }
+    async close () { client.close() }
   }
 }

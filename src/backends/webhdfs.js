@@ -8,7 +8,7 @@ import {
   RemoteNotFoundError, RemoteExistsError, PermissionDeniedError, RemoteRejectedError, RemoteUnavailableError,
   RemoteQuotaExceededError, ChecksumMismatchError, NetworkError, TimeoutError, toSidecarError
 } from '../errors.js'
-import { send, getStream, putStream, readSmall, firstLine, encodePath } from './http-util.js'
+import { createHttpClient, drain, getStream, putStream, readSmall, firstLine, encodePath } from './http-util.js'
 import { pooledGet } from './http-get.js'
 import { requestSink } from '../datapath.js'
 import { createHdfsChecksum, parseFileChecksum } from '../hdfs-checksum.js'
@@ -95,11 +95,14 @@ function isNoDatanodeLeft (err) {
 
 const silent = { info () {}, warn () {}, debug () {} }
 
-export function createWebHdfsBackend (target, { dispatcher, logger, metrics, clock = Date.now } = {}) {
+export function createWebHdfsBackend (target, { logger, metrics, clock = Date.now } = {}) {
   const { namenodes, user, base } = target
   const delegation = target.delegation ?? null
   const extraHeaders = target.headers ?? {}
   const idleMs = target.timeouts?.idleMs
+  // Namenode calls share a keep-alive pool; datanode PUTs and GETs have sockets of their own.
+  const client = createHttpClient({ ...target.timeouts, maxSockets: 2 * (target.concurrency ?? 4) })
+  const send = client.send
   const redact = createRedactor([delegation, ...Object.values(extraHeaders)])
   const log = logger?.child?.({ target: target.name, backend: 'webhdfs' }) ?? silent
   const namenodeOrigins = new Set(namenodes.map((u) => new URL(u).origin))
@@ -144,7 +147,7 @@ export function createWebHdfsBackend (target, { dispatcher, logger, metrics, clo
         const url = namenodeUrl(i, hdfsPath, op, params)
         let res
         try {
-          res = await send(url, { method, dispatcher, signal, headers: headersFor(url) })
+          res = await send(url, { method, signal, headers: headersFor(url) })
         } catch (err) {
           lastError = toSidecarError(err)
         }
@@ -184,7 +187,7 @@ export function createWebHdfsBackend (target, { dispatcher, logger, metrics, clo
       datanodeMap = { at: clock(), byHttp: datanodeMap.byHttp }
       try {
         const url = new URL(`${namenodes[active]}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo`)
-        const res = await send(url, { dispatcher, signal, headers: headersFor(url) })
+        const res = await send(url, { signal, headers: headersFor(url) })
         if (res.statusCode !== 200) throw await failed(res)
         const live = JSON.parse((await readJson(res, 'NameNodeInfo')).beans?.[0]?.LiveNodes ?? '{}')
         const byHttp = new Map()
@@ -229,7 +232,7 @@ export function createWebHdfsBackend (target, { dispatcher, logger, metrics, clo
     const { res, nn } = answer
     let location
     if (res.statusCode === 307 || res.statusCode === 302) {
-      await res.body.dump()
+      await drain(res.body)
       location = res.headers.location
     } else {
       location = (await readJson(res, op)).Location
@@ -361,7 +364,7 @@ export function createWebHdfsBackend (target, { dispatcher, logger, metrics, clo
 
     async remove (remote, { signal } = {}) {
       const { res } = await namenode('DELETE', full(remote), 'DELETE', { recursive: false }, signal)
-      await res.body.dump()
+      await drain(res.body)
     },
 
     // HDFS's checksum of a file of this block size (that of `remote` when given, else the
@@ -394,6 +397,6 @@ export function createWebHdfsBackend (target, { dispatcher, logger, metrics, clo
       return { algorithm: theirs.algorithm, bytes: theirs.bytes }
     },
 
-    async close () {}
+    async close () { client.close() }
   }
 }

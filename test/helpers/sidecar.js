@@ -80,7 +80,7 @@ export async function spawnSidecar (rawConfig, { dir } = {}) {
   dir ??= await tempDir('sidecar-proc-')
   const file = path.join(dir, 'config.json')
   await fs.writeFile(file, JSON.stringify(rawConfig))
-  const child = spawn(process.execPath, [BIN], { env: { ...process.env, SIDECAR_CONFIG: file }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, ['--max-semi-space-size=1', BIN], { env: { ...process.env, SIDECAR_CONFIG: file }, stdio: ['ignore', 'pipe', 'pipe'] })
   const output = []
   const ready = new Promise((resolve, reject) => {
     child.stdout.on('data', (d) => {

@@ -96,6 +96,15 @@ describe.each(Object.keys(setups))('backend contract: %s', (name) => {
     expect((await read(env.backend, remote)).data.toString()).toBe('odd')
   })
 
+  // mod_dav answers 403 to one of two MKCOLs racing for the same new collection.
+  it('writes concurrently into the same new directories', async () => {
+    for (let round = 0; round < 10; round++) {
+      const names = Array.from({ length: 6 }, (_, i) => `/race${round}/d/e/f${i}.bin`)
+      await Promise.all(names.map((n) => write(env.backend, n, Buffer.from(n))))
+      for (const n of names) expect((await read(env.backend, n)).data.toString()).toBe(n)
+    }
+  })
+
   it('removes a file', async () => {
     await write(env.backend, '/gone.bin', Buffer.from('bye'))
     await env.backend.remove('/gone.bin')

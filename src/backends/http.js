@@ -39,10 +39,20 @@ export function createHttpBackend (target) {
     for (const part of parts) {
       dir += '/' + part
       if (knownCollections.has(dir)) continue
-      const res = await send(new URL(encodePath(dir.slice(1)) + '/', base), { method: 'MKCOL', signal })
-      // 201 created; 405 means it already exists.
-      if (res.statusCode !== 201 && res.statusCode !== 405) throw await fail(res, `MKCOL ${dir}/`)
-      await drain(res.body)
+      const url = new URL(encodePath(dir.slice(1)) + '/', base)
+      const res = await send(url, { method: 'MKCOL', signal })
+      // 201 created; 405 means it already exists. mod_dav answers 403 to a MKCOL that races
+      // another one for the same new collection: a PROPFIND tells whether it exists now.
+      if (res.statusCode === 403) {
+        await drain(res.body)
+        const check = await send(url, { method: 'PROPFIND', headers: { depth: '0' }, signal })
+        await drain(check.body)
+        if (check.statusCode !== 207) throw statusError(403, `MKCOL ${dir}/: HTTP 403`)
+      } else if (res.statusCode !== 201 && res.statusCode !== 405) {
+        throw await fail(res, `MKCOL ${dir}/`)
+      } else {
+        await drain(res.body)
+      }
       if (knownCollections.size > 10000) knownCollections.clear()
       knownCollections.add(dir)
     }

@@ -1,212 +1,44 @@
 #!/usr/bin/env node
-// First benchmark of transfer-sidecar: the daemon against the curl CLI, uploading and downloading
-// one large file to/from Apache httpd (mod_dav) and WebHDFS (MiniDFSCluster) on loopback.
-// Throughput, CPU and the daemon's peak RSS; every transfer is verified. See bench/lib/cli.js for
-// the options and bench/lib/report.js for how the figures are defined.
+// The benchmark matrix of transfer-sidecar (issue #6): the daemon against the curl CLI and
+// php-curl, on a real Apache httpd (mod_dav) and a real WebHDFS (MiniDFSCluster) on loopback.
+//   1–2. download / upload throughput against file size, with peak RSS and CPU per GiB
+//   3.   hand-off cost from PHP, and a PHP endpoint under wrk (hand off vs upload directly)
+//   4.   1, 4, 16, 64 concurrent transfers
+//   5.   connection reuse over 1000 small files
+// `npm run bench` runs a quick matrix, `npm run bench -- --full` the whole one (options: --help).
+// Results: bench/results/<date>/ (quick: …/<date>/quick/): JSON and CSV per section, SVG charts,
+// REPORT.md. One module per section in bench/lib/, the PHP side in bench/php/.
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { parseCli, USAGE } from './lib/cli.js'
-import { cleanup, installCleanupHandlers, interruptedBy, onCleanup, onExitKill } from './lib/cleanup.js'
-import { createTestFile } from './lib/testfile.js'
-import { startTarget } from './lib/targets.js'
-import { startSidecar } from './lib/sidecar.js'
-import { sampleRss, statusKiB, cpuSeconds } from './lib/procfs.js'
-import { summarize, MiB } from './lib/stats.js'
-import { machineInfo, tableText, markdown, saveResults, today } from './lib/report.js'
-import { performance } from 'node:perf_hooks'
+import { parseCli, SECTIONS, USAGE } from './lib/cli.js'
+import { cleanup, installCleanupHandlers, interruptedBy } from './lib/cleanup.js'
+import { setupEnv } from './lib/env.js'
+import { createProgress, formatSeconds } from './lib/progress.js'
+import { estimateThroughput, runThroughput, summarizeThroughput, throughputSteps } from './lib/throughput.js'
+import { estimateConcurrency, runConcurrency, summarizeConcurrency } from './lib/concurrency.js'
+import { estimateReuse, runReuse, summarizeReuse } from './lib/reuse.js'
+import { estimateHandoff, runHandoff } from './lib/handoff.js'
+import { estimateWeb, requireWrk, runWeb } from './lib/web.js'
+import { writeCharts } from './lib/charts.js'
+import { goals, machineInfo, saveResults, today } from './lib/report.js'
 
 const RESULTS_DIR = fileURLToPath(new URL('./results/', import.meta.url))
-const RESULTS_NAME = 'first-bench'
-const SEED = 'seed.bin' // the remote object every download reads, uploaded once, untimed
-const CURL_REMOTE = 'curl.bin'
-const SIDECAR_REMOTE = 'sidecar.bin'
 
-const log = (msg) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}`)
-
-async function ensureFreeSpace (dir, needBytes) {
-  const st = await fs.statfs(dir)
-  const free = st.bavail * st.bsize
-  if (free < needBytes) {
-    throw new Error(`only ${(free / 2 ** 30).toFixed(1)} GiB free in ${dir}, need ${(needBytes / 2 ** 30).toFixed(1)} GiB`)
-  }
+const SECTION = {
+  throughput: { estimate: estimateThroughput, run: runThroughput, summarize: summarizeThroughput },
+  concurrency: { estimate: estimateConcurrency, run: runConcurrency, summarize: summarizeConcurrency },
+  reuse: { estimate: estimateReuse, run: runReuse, summarize: summarizeReuse },
+  handoff: { estimate: estimateHandoff, run: runHandoff },
+  web: { estimate: estimateWeb, run: runWeb }
 }
 
-// Flush dirty pages so the writeback of one transfer's output is not billed to the next one.
-function syncDisks () {
-  spawnSync('sync')
-}
-
-async function fileSize (file) {
-  return (await fs.stat(file)).size
-}
-
-function check (condition, message) {
-  if (!condition) throw new Error(`verification failed: ${message}`)
-}
-
-// fsync time of a finished curl download, to compare with the daemon, which fsyncs before rename.
-async function fsyncMs (file) {
-  const fh = await fs.open(file, 'r+')
-  try {
-    const t0 = performance.now()
-    await fh.sync()
-    return performance.now() - t0
-  } finally {
-    await fh.close()
-  }
-}
-
-// One sidecar job, timed from POST to the end of the long-poll, with RSS and CPU of the daemon.
-async function sidecarJob (daemon, job) {
-  const sampler = sampleRss(daemon.pid)
-  const cpu0 = cpuSeconds(daemon.pid)
-  const t0 = performance.now()
-  let result, peakKiB
-  try {
-    const { id } = await daemon.submit(job)
-    result = await daemon.waitEnd(id)
-  } finally {
-    peakKiB = sampler.stop().peakKiB
-  }
-  const ms = performance.now() - t0
-  const cpuS = cpuSeconds(daemon.pid) - cpu0
-  if (result.state !== 'succeeded') {
-    throw new Error(`sidecar ${job.direction} ${job.remote} ${result.state}: ${JSON.stringify(result.error)}`)
-  }
-  return { ms, cpuS, rssMiB: peakKiB / 1024, job: result }
-}
-
-// The four measurements. Each returns { ms, cpuS, rssMiB, ... } after verifying the transfer.
-const MEASURE = {
-  async 'upload/curl' ({ target, src, bytes }) {
-    const r = await target.curlUpload(src, CURL_REMOTE)
-    const size = await target.remoteSize(CURL_REMOTE)
-    check(size === bytes, `${target.name}:${CURL_REMOTE} has ${size} bytes, expected ${bytes}`)
-    return { ...r, verified: 'remote size' }
-  },
-
-  async 'upload/sidecar' ({ target, daemon, src, bytes, sha256 }) {
-    const r = await sidecarJob(daemon, {
-      direction: 'upload', target: target.sidecarName, local: src, remote: `/${SIDECAR_REMOTE}`, overwrite: true
-    })
-    check(r.job.sha256 === sha256, `sidecar upload sha256 ${r.job.sha256}, file has ${sha256}`)
-    check(r.job.bytes === bytes, `sidecar upload moved ${r.job.bytes} bytes, expected ${bytes}`)
-    const size = await target.remoteSize(SIDECAR_REMOTE)
-    check(size === bytes, `${target.name}:${SIDECAR_REMOTE} has ${size} bytes, expected ${bytes}`)
-    return { ms: r.ms, cpuS: r.cpuS, rssMiB: r.rssMiB, verified: 'sha256 + remote size' }
-  },
-
-  async 'download/curl' ({ target, filesDir, bytes }) {
-    const out = path.join(filesDir, 'curl-out.bin')
-    try {
-      const r = await target.curlDownload(SEED, out)
-      const size = await fileSize(out)
-      check(size === bytes, `curl wrote ${size} bytes, expected ${bytes}`)
-      const syncMs = await fsyncMs(out)
-      return { ...r, fsyncMs: syncMs, verified: 'size' }
-    } finally {
-      await fs.rm(out, { force: true })
-    }
-  },
-
-  async 'download/sidecar' ({ target, daemon, filesDir, bytes, sha256 }) {
-    const out = path.join(filesDir, 'sidecar-out.bin')
-    try {
-      const r = await sidecarJob(daemon, {
-        direction: 'download', target: target.sidecarName, local: out, remote: `/${SEED}`, overwrite: true
-      })
-      check(r.job.sha256 === sha256, `sidecar download sha256 ${r.job.sha256}, file has ${sha256}`)
-      const size = await fileSize(out)
-      check(size === bytes, `sidecar wrote ${size} bytes, expected ${bytes}`)
-      return { ms: r.ms, cpuS: r.cpuS, rssMiB: r.rssMiB, verified: 'sha256 + size' }
-    } finally {
-      await fs.rm(out, { force: true })
-    }
-  }
-}
-
-async function measure (ctx, { run, target, direction, competitor }) {
-  syncDisks()
-  const r = await MEASURE[`${direction}/${competitor}`]({ ...ctx, target })
-  const seconds = r.ms / 1000
-  const record = {
-    run,
-    target: target.name,
-    direction,
-    competitor,
-    bytes: ctx.bytes,
-    seconds,
-    mibps: ctx.bytes / MiB / seconds,
-    cpuS: r.cpuS,
-    rssMiB: r.rssMiB,
-    verified: r.verified
-  }
-  if (r.fsyncMs !== undefined) {
-    record.fsyncSeconds = r.fsyncMs / 1000
-    record.mibpsWithFsync = ctx.bytes / MiB / ((r.ms + r.fsyncMs) / 1000)
-  }
-  const extra = [
-    r.cpuS === null ? null : `cpu ${r.cpuS.toFixed(2)} s`,
-    r.rssMiB === null ? null : `${competitor === 'sidecar' ? 'peak ' : 'max '}rss ${r.rssMiB.toFixed(1)} MiB`,
-    r.fsyncMs === undefined ? null : `+fsync ${(r.fsyncMs / 1000).toFixed(2)} s`,
-    `ok (${r.verified})`
-  ].filter(Boolean).join(', ')
-  log(`run ${run}/${ctx.runs} ${target.name.padEnd(7)} ${direction.padEnd(8)} ${competitor.padEnd(7)} ` +
-    `${seconds.toFixed(2).padStart(6)} s ${record.mibps.toFixed(0).padStart(5)} MiB/s  ${extra}`)
-  return record
-}
-
-// Competitors alternate their order from run to run so neither always goes first.
-function competitorOrder (run, competitors) {
-  return run % 2 === 1 ? competitors : [...competitors].reverse()
-}
-
-async function setup (opts) {
-  const workDir = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'sidecar-bench-')))
-  onCleanup(() => fs.rm(workDir, { recursive: true, force: true }))
-  const filesDir = path.join(workDir, 'files')
-  await fs.mkdir(filesDir)
-  const bytes = opts.sizeMiB * MiB
-  // Test file + two download outputs locally, seed + two uploads on each server, some slack.
-  await ensureFreeSpace(workDir, bytes * (3 + 3 * opts.targets.length) + 2 ** 30)
-
-  log(`creating ${opts.sizeMiB} MiB test file in ${filesDir}`)
-  const src = path.join(filesDir, 'source.bin')
-  const sha256 = await createTestFile(src, bytes)
-  log(`sha256 ${sha256}`)
-
-  const targets = []
-  for (const name of opts.targets) {
-    log(`starting ${name} server${name === 'webhdfs' ? ' (first start builds the harness with maven)' : ''}`)
-    const target = await startTarget(name, { workDir, hdfsChecksum: opts.hdfsChecksum })
-    onCleanup(() => target.stop())
-    targets.push(target)
-    log(`${name}: ${target.server}`)
-  }
-
-  if (opts.cpuProfDir) await fs.mkdir(opts.cpuProfDir, { recursive: true })
-  const daemon = await startSidecar({
-    workDir,
-    roots: [filesDir],
-    targets: Object.fromEntries(targets.map((t) => [t.sidecarName, t.sidecarConfig])),
-    cpuProfDir: opts.cpuProfDir
-  })
-  onCleanup(() => daemon.stop())
-  onExitKill(() => daemon.killNow())
-  const idleRssMiB = statusKiB(daemon.pid, 'VmRSS') / 1024
-  log(`daemon pid ${daemon.pid} at ${daemon.base}, idle RSS ${idleRssMiB.toFixed(1)} MiB`)
-
-  if (opts.directions.includes('download')) {
-    for (const target of targets) {
-      await target.curlUpload(src, SEED)
-      check(await target.remoteSize(SEED) === bytes, `${target.name}:${SEED} size after seeding`)
-      log(`${target.name}: seeded ${SEED} for the downloads`)
-    }
-  }
-  return { workDir, filesDir, src, sha256, bytes, targets, daemon, idleRssMiB, runs: opts.runs }
+function estimates (opts, sections) {
+  const hdfs = sections.includes('throughput') && opts.targets.includes('webhdfs')
+  const est = { setup: 3 + (hdfs || (sections.includes('concurrency') && opts.concTargets.includes('webhdfs')) ? 12 : 0) }
+  for (const s of sections) est[s] = SECTION[s].estimate(opts)
+  return est
 }
 
 async function main () {
@@ -221,44 +53,60 @@ async function main () {
     console.log(USAGE)
     return
   }
+  const sections = SECTIONS.filter((s) => opts.sections.includes(s))
+  if (sections.includes('web') && !opts.estimateOnly) requireWrk() // fail before the long part, not after it
   installCleanupHandlers()
-  const startedAt = new Date()
-  const loadAtStart = os.loadavg()[0]
-  const machine = machineInfo()
-  const ctx = await setup(opts)
 
-  const records = []
-  for (let run = 1; run <= opts.runs; run++) {
-    await ensureFreeSpace(ctx.workDir, 2 * ctx.bytes + 2 ** 30)
-    for (const target of ctx.targets) {
-      for (const direction of opts.directions) {
-        for (const competitor of competitorOrder(run, opts.competitors)) {
-          records.push(await measure(ctx, { run, target, direction, competitor }))
-        }
-      }
+  const startedAt = new Date()
+  const loadStart = os.loadavg()[0]
+  const machine = machineInfo()
+  const outDir = opts.out ? path.resolve(opts.out) : path.join(RESULTS_DIR, today(startedAt), ...(opts.preset === 'full' ? [] : ['quick']))
+  const est = estimates(opts, sections)
+  const progress = createProgress(est)
+  progress.log(`${opts.preset} matrix: ${sections.join(', ')}; estimated duration ${formatSeconds(progress.total)} ` +
+    `(${Object.entries(est).map(([k, v]) => `${k} ${formatSeconds(v)}`).join(', ')})`)
+  if (sections.includes('throughput')) {
+    progress.log(`throughput: ${throughputSteps(opts)} timed transfers; sizes ${opts.sizes.join(',')} MiB, ${opts.runs} run(s)${opts.runsLarge !== opts.runs ? ` (${opts.runsLarge} from 1000 MiB)` : ''}, targets ${opts.targets.join(',')}, ${opts.directions.join(',')}, competitors ${opts.competitors.join(',')}`)
+  }
+  if (opts.estimateOnly) return
+  progress.log(`machine: ${machine.nproc} CPUs, load average ${loadStart.toFixed(2)}; results ${opts.save ? `to ${path.relative(process.cwd(), outDir) || '.'}` : 'not saved (--no-save)'}`)
+
+  progress.section('setup', 1)
+  const env = await setupEnv(opts, progress)
+  progress.step('servers up')
+
+  // A failing section is reported and the others still run: a long run is not lost to its last part.
+  const results = {}
+  const failures = []
+  for (const s of sections) {
+    try {
+      const r = await SECTION[s].run(env, opts, progress)
+      results[s] = SECTION[s].summarize ? { ...r, summary: SECTION[s].summarize(r.records) } : r
+    } catch (err) {
+      if (interruptedBy()) throw err
+      failures.push({ section: s, error: err.message })
+      progress.log(`section ${s} FAILED: ${err.stack ?? err}`)
     }
   }
+  if (env.daemon) await env.daemon.stop() // complete a --cpu-prof profile
+  if (opts.cpuProfDir) progress.log(`CPU profile(s) written to ${opts.cpuProfDir}`)
 
-  const hwmMiB = statusKiB(ctx.daemon.pid, 'VmHWM') / 1024
-  // The machine is shared: other load during the run explains outliers, so it goes in the report.
-  const loadAvg = { start: loadAtStart, end: os.loadavg()[0] }
-  await ctx.daemon.stop() // before printing, so a --cpu-prof profile is complete
-  if (opts.cpuProfDir) log(`CPU profile(s) written to ${opts.cpuProfDir}`)
-
-  const summary = summarize(records)
-  console.log(`\n${opts.sizeMiB} MiB, ${opts.runs} runs; daemon idle RSS ${ctx.idleRssMiB.toFixed(1)} MiB, VmHWM at end ${hwmMiB.toFixed(1)} MiB; ` +
-    `load average ${loadAvg.start.toFixed(2)} at start, ${loadAvg.end.toFixed(2)} at end (${machine.nproc} CPUs)\n`)
-  console.log(tableText(summary))
-
-  if (opts.save) {
-    const params = { sizeMiB: opts.sizeMiB, runs: opts.runs, targets: opts.targets, directions: opts.directions, competitors: opts.competitors }
-    const report = { startedAt: startedAt.toISOString(), machine, params, sha256: ctx.sha256, idleRssMiB: ctx.idleRssMiB, hwmMiB, loadAvg, summary, records }
-    const { jsonFile, mdFile } = await saveResults(path.join(RESULTS_DIR, today(startedAt)), RESULTS_NAME, {
-      json: report,
-      md: markdown({ ...report, startedAt: startedAt.toISOString() })
-    })
-    console.log(`\nwrote ${path.relative(process.cwd(), jsonFile)} and ${path.relative(process.cwd(), mdFile)}`)
+  const seconds = progress.elapsed()
+  const loadAvg = { start: loadStart, end: os.loadavg()[0] }
+  progress.log(`done in ${formatSeconds(seconds)} (estimated ${formatSeconds(progress.total)}); load average ${loadAvg.start.toFixed(2)} → ${loadAvg.end.toFixed(2)}`)
+  for (const g of goals(results)) console.log(`  ${g.met === null ? 'n/a   ' : g.met ? 'met   ' : 'MISSED'}  ${g.goal}: ${g.detail}`)
+  if (failures.length) {
+    process.exitCode = 1
+    console.log(`failed sections: ${failures.map((f) => f.section).join(', ')}`)
   }
+  if (!opts.save) return
+  const params = { ...opts }
+  delete params.help
+  const meta = { startedAt: startedAt.toISOString(), seconds, machine, params, loadAvg, failures }
+  await fs.mkdir(outDir, { recursive: true })
+  const charts = await writeCharts(outDir, results)
+  const files = await saveResults(outDir, { meta, results, charts })
+  progress.log(`wrote ${[...files, ...charts].length} files to ${path.relative(process.cwd(), outDir)}: ${[...files, ...charts].join(' ')}`)
 }
 
 try {

@@ -1,21 +1,82 @@
-// Command line of bench/run.js. Lists are comma separated; unknown names are rejected early
-// so a typo does not silently skip half the benchmark.
+// Command line of bench/run.js. Two presets, quick (default) and --full; every option overrides
+// its preset. Lists are comma separated; unknown names are rejected early so a typo does not
+// silently skip half the benchmark.
 import { parseArgs } from 'node:util'
 
 export const TARGETS = ['http', 'webhdfs']
-export const DIRECTIONS = ['upload', 'download']
-export const COMPETITORS = ['curl', 'sidecar']
+export const DIRECTIONS = ['download', 'upload']
+export const SECTIONS = ['throughput', 'concurrency', 'reuse', 'handoff', 'web']
+// Who moves the bytes, per direction (section 1 and 2 of the issue).
+export const COMPETITORS = {
+  download: ['php-returntransfer', 'php-file', 'curl', 'sidecar'],
+  upload: ['php-infile', 'curl', 'sidecar']
+}
+const ALL_COMPETITORS = [...new Set(Object.values(COMPETITORS).flat())]
+export const HANDOFF_VARIANTS = ['acked-unix', 'acked-tcp', 'noack-unix', 'exec-curl', 'direct']
 
-export const USAGE = `Usage: node bench/run.js [options]
+// The published study's matrix: 10–100 MiB step 10, 100–300 step 50, 500/1000/1500.
+const STUDY_SIZES = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 150, 200, 250, 300, 500, 1000, 1500]
 
-  --size-mib N        test file size in MiB (default 1024)
-  --runs N            runs per target (default 3)
-  --targets LIST      ${TARGETS.join(',')} (default: both)
-  --directions LIST   ${DIRECTIONS.join(',')} (default: both)
-  --competitors LIST  ${COMPETITORS.join(',')} (default: both)
-  --cpu-prof DIR      run the daemon under node --cpu-prof, profiles written to DIR at exit
-  --no-save           do not write bench/results/<date>/first-bench.{json,md}
-  --no-hdfs-checksum  turn the sidecar's end-to-end HDFS checksum off (webhdfs.checksum: false)
+export const PRESETS = {
+  quick: {
+    sizes: [10, 100, 500],
+    runs: 1,
+    runsLarge: 1,
+    concurrency: [1, 4, 16, 64],
+    concSizeMiB: 64,
+    concTargets: ['http'],
+    concRuns: 1,
+    handoffCalls: 2000,
+    webSeconds: 5,
+    reuseFiles: 1000,
+    reuseRuns: 1
+  },
+  full: {
+    sizes: STUDY_SIZES,
+    runs: 3,
+    runsLarge: 2,
+    concurrency: [1, 4, 16, 64],
+    concSizeMiB: 128,
+    concTargets: ['http', 'webhdfs'],
+    concRuns: 1,
+    handoffCalls: 2000,
+    webSeconds: 10,
+    reuseFiles: 1000,
+    reuseRuns: 3
+  }
+}
+
+// Sizes from this one up get --runs-large runs instead of --runs (they dominate the wall time).
+export const LARGE_MIB = 1000
+
+export const USAGE = `Usage: node bench/run.js [--full] [options]      (npm run bench [-- options])
+
+Without --full: a quick matrix (sizes ${PRESETS.quick.sizes.join(',')} MiB, 1 run, concurrency on http only,
+a few minutes). --full: the whole matrix (study sizes ${STUDY_SIZES[0]}…${STUDY_SIZES.at(-1)} MiB, 3 runs, 2 from ${LARGE_MIB} MiB).
+The estimated duration is printed at the start.
+
+  --full                 the whole matrix (defaults below in [quick | full])
+  --sections LIST        ${SECTIONS.join(',')} (default: all)
+  --sizes LIST           file sizes in MiB for throughput [${PRESETS.quick.sizes.join(',')} | study matrix]
+  --runs N               runs per size [1 | 3]
+  --runs-large N         runs per size for sizes >= ${LARGE_MIB} MiB [1 | 2]
+  --targets LIST         ${TARGETS.join(',')} for throughput (default: both)
+  --directions LIST      ${DIRECTIONS.join(',')} (default: both), throughput and concurrency
+  --competitors LIST     ${ALL_COMPETITORS.join(',')} (default: all)
+  --concurrency LIST     concurrent transfers [1,4,16,64]
+  --conc-size-mib N      size of each concurrent transfer [64 | 128]
+  --conc-targets LIST    targets of the concurrency section [http | http,webhdfs]
+  --conc-runs N          runs per concurrency level [1 | 1]
+  --handoff-calls N      calls per hand-off variant [2000]
+  --handoff-variants L   ${HANDOFF_VARIANTS.join(',')} (default: all)
+  --web-seconds N        wrk duration per page [5 | 10]
+  --reuse-files N        small files in the connection-reuse section [1000]
+  --reuse-runs N         runs of the connection-reuse section [1 | 3]
+  --out DIR              results directory [bench/results/<date>/quick | bench/results/<date>]
+  --no-save              print only, write nothing
+  --estimate             print the plan and its estimated duration, run nothing
+  --cpu-prof DIR         run the daemon under node --cpu-prof, profiles written to DIR
+  --no-hdfs-checksum     turn the sidecar's end-to-end HDFS checksum off (webhdfs.checksum: false)
   -h, --help`
 
 function list (value, allowed, flag) {
@@ -24,7 +85,7 @@ function list (value, allowed, flag) {
     if (!allowed.includes(item)) throw new Error(`${flag}: unknown ${JSON.stringify(item)} (allowed: ${allowed.join(', ')})`)
   }
   if (items.length === 0) throw new Error(`${flag}: empty list`)
-  return items
+  return [...new Set(items)]
 }
 
 function positiveInt (value, flag) {
@@ -33,30 +94,76 @@ function positiveInt (value, flag) {
   return n
 }
 
+function intList (value, flag) {
+  const items = value.split(',').map((s) => s.trim()).filter(Boolean).map((s) => positiveInt(s, flag))
+  if (items.length === 0) throw new Error(`${flag}: empty list`)
+  return [...new Set(items)].sort((a, b) => a - b)
+}
+
 export function parseCli (argv) {
   const { values } = parseArgs({
     args: argv,
     options: {
-      'size-mib': { type: 'string', default: '1024' },
-      runs: { type: 'string', default: '3' },
-      targets: { type: 'string', default: TARGETS.join(',') },
-      directions: { type: 'string', default: DIRECTIONS.join(',') },
-      competitors: { type: 'string', default: COMPETITORS.join(',') },
-      'cpu-prof': { type: 'string' },
+      full: { type: 'boolean', default: false },
+      sections: { type: 'string' },
+      sizes: { type: 'string' },
+      runs: { type: 'string' },
+      'runs-large': { type: 'string' },
+      targets: { type: 'string' },
+      directions: { type: 'string' },
+      competitors: { type: 'string' },
+      concurrency: { type: 'string' },
+      'conc-size-mib': { type: 'string' },
+      'conc-targets': { type: 'string' },
+      'conc-runs': { type: 'string' },
+      'handoff-calls': { type: 'string' },
+      'handoff-variants': { type: 'string' },
+      'web-seconds': { type: 'string' },
+      'reuse-files': { type: 'string' },
+      'reuse-runs': { type: 'string' },
+      out: { type: 'string' },
       'no-save': { type: 'boolean', default: false },
+      estimate: { type: 'boolean', default: false },
+      'cpu-prof': { type: 'string' },
       'no-hdfs-checksum': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false }
     }
   })
+  const preset = values.full ? 'full' : 'quick'
+  const p = PRESETS[preset]
+  const int = (flag, fallback) => (values[flag] === undefined ? fallback : positiveInt(values[flag], `--${flag}`))
+  const runs = int('runs', p.runs)
   return {
     help: values.help,
-    hdfsChecksum: !values['no-hdfs-checksum'],
-    sizeMiB: positiveInt(values['size-mib'], '--size-mib'),
-    runs: positiveInt(values.runs, '--runs'),
-    targets: list(values.targets, TARGETS, '--targets'),
-    directions: list(values.directions, DIRECTIONS, '--directions'),
-    competitors: list(values.competitors, COMPETITORS, '--competitors'),
+    preset,
+    argv,
+    sections: values.sections ? list(values.sections, SECTIONS, '--sections') : SECTIONS,
+    sizes: values.sizes ? intList(values.sizes, '--sizes') : p.sizes,
+    runs,
+    // An explicit --runs applies to large sizes too unless --runs-large says otherwise.
+    runsLarge: int('runs-large', values.runs === undefined ? p.runsLarge : runs),
+    targets: values.targets ? list(values.targets, TARGETS, '--targets') : TARGETS,
+    directions: values.directions ? list(values.directions, DIRECTIONS, '--directions') : DIRECTIONS,
+    competitors: values.competitors ? list(values.competitors, ALL_COMPETITORS, '--competitors') : ALL_COMPETITORS,
+    concurrency: values.concurrency ? intList(values.concurrency, '--concurrency') : p.concurrency,
+    concSizeMiB: int('conc-size-mib', p.concSizeMiB),
+    concTargets: values['conc-targets'] ? list(values['conc-targets'], TARGETS, '--conc-targets') : p.concTargets,
+    concRuns: int('conc-runs', p.concRuns),
+    handoffCalls: int('handoff-calls', p.handoffCalls),
+    handoffVariants: values['handoff-variants'] ? list(values['handoff-variants'], HANDOFF_VARIANTS, '--handoff-variants') : HANDOFF_VARIANTS,
+    webSeconds: int('web-seconds', p.webSeconds),
+    reuseFiles: int('reuse-files', p.reuseFiles),
+    reuseRuns: int('reuse-runs', p.reuseRuns),
+    out: values.out ?? null,
+    save: !values['no-save'],
+    estimateOnly: values.estimate,
     cpuProfDir: values['cpu-prof'] ?? null,
-    save: !values['no-save']
+    hdfsChecksum: !values['no-hdfs-checksum']
   }
 }
+
+// Runs for one throughput size.
+export const runsFor = (opts, sizeMiB) => (sizeMiB >= LARGE_MIB ? opts.runsLarge : opts.runs)
+
+// The competitors of one direction that were selected.
+export const competitorsFor = (opts, direction) => COMPETITORS[direction].filter((c) => opts.competitors.includes(c))

@@ -5,14 +5,18 @@ import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import fs from 'node:fs/promises'
 import { performance } from 'node:perf_hooks'
+import { killOnExit } from '../../test/harness/children.js'
 
 const TIME_BIN = '/usr/bin/time'
+// /usr/bin/time prints CPU seconds with two decimals: below this the figure says little.
+export const CPU_FLOOR_S = 0.05
 const HAS_TIME = existsSync(TIME_BIN)
 
 // Spawns a command, collects stdout/stderr (small: we never let curl print a body we need to keep).
 export function runCommand (cmd, args) {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    killOnExit(child)
     let stdout = ''
     let stderr = ''
     child.stdout.setEncoding('utf8').on('data', (d) => { stdout += d })

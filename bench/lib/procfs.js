@@ -1,5 +1,5 @@
 // Memory and CPU of another process, read from /proc (Linux only).
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { execFileSync } from 'node:child_process'
 
 let clockTicks = null
@@ -56,4 +56,55 @@ export function sampleRss (pid, intervalMs = 20) {
       return { peakKiB, samples }
     }
   }
+}
+
+// Peak RSS of a process over an interval. The kernel's own high-water mark (VmHWM) is exact; it is
+// reset at the start by writing 5 to /proc/PID/clear_refs (Linux ≥ 4.0, needs the right to
+// ptrace the process). When that is not allowed the peak of 20 ms VmRSS samples is used.
+export function trackPeakRss (pid) {
+  let exact = true
+  try {
+    writeFileSync(`/proc/${pid}/clear_refs`, '5')
+  } catch {
+    exact = false
+  }
+  const sampler = sampleRss(pid)
+  return {
+    stop () {
+      const sampled = sampler.stop().peakKiB
+      const hwm = exact ? statusKiB(pid, 'VmHWM') : null
+      return { peakKiB: Math.max(sampled, hwm ?? 0), exact: exact && hwm !== null }
+    }
+  }
+}
+
+// The process and all its descendants, from /proc/PID/task/TID/children.
+export function processTree (pid) {
+  const pids = [pid]
+  for (let i = 0; i < pids.length; i++) {
+    let tasks = []
+    try {
+      tasks = readdirSync(`/proc/${pids[i]}/task`)
+    } catch {
+      continue
+    }
+    for (const tid of tasks) {
+      try {
+        const text = readFileSync(`/proc/${pids[i]}/task/${tid}/children`, 'latin1').trim()
+        if (text) pids.push(...text.split(' ').map(Number))
+      } catch { /* gone */ }
+    }
+  }
+  return pids
+}
+
+// CPU seconds of a process tree (processes that exited in between are not counted).
+export function treeCpuSeconds (pid) {
+  let sum = 0
+  for (const p of processTree(pid)) {
+    try {
+      sum += cpuSeconds(p)
+    } catch { /* gone */ }
+  }
+  return sum
 }

@@ -1,95 +1,265 @@
-// Output: the console table, the machine description, and the files under bench/results/<date>/.
+// Output: the machine description, the CSV files, and REPORT.md under bench/results/<date>/.
 import os from 'node:os'
 import fs from 'node:fs/promises'
+import { readdirSync } from 'node:fs'
 import path from 'node:path'
 import { spawnSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { formatSeconds } from './progress.js'
+import { distinct } from './stats.js'
+import { throughputTargets } from './throughput.js'
+import { NODE_FLAGS } from './sidecar.js'
 
-function firstLine (cmd, args) {
+const REPO = fileURLToPath(new URL('../../', import.meta.url))
+const HADOOP_LIB = path.join(REPO, 'test/harness/hdfs/target/lib')
+
+function output (cmd, args) {
   // Some tools (java -version, apache2 -v) print their version on stderr.
-  const r = spawnSync(cmd, args, { encoding: 'utf8' })
-  return `${r.stdout ?? ''}\n${r.stderr ?? ''}`.trim().split('\n')[0].trim() || 'unknown'
+  const r = spawnSync(cmd, args, { encoding: 'utf8', cwd: REPO })
+  return `${r.stdout ?? ''}\n${r.stderr ?? ''}`.trim()
+}
+const firstLine = (cmd, args) => output(cmd, args).split('\n')[0].trim() || 'unknown'
+
+function diskInfo (dir) {
+  const [source, fstype] = output('findmnt', ['-no', 'SOURCE,FSTYPE', '--target', dir]).split(/\s+/)
+  const [rota, size, model] = output('lsblk', ['-dno', 'ROTA,SIZE,MODEL', source ?? '']).split(/\s+/)
+  return `${source ?? 'unknown'} (${fstype ?? '?'}, ${size ?? '?'}, rotational flag ${rota ?? '?'}${model ? `, ${model}` : ''}) holding ${dir}`
+}
+
+function hadoopVersion () {
+  try {
+    const jar = readdirSync(HADOOP_LIB).find((f) => /^hadoop-hdfs-\d[\d.]*\.jar$/.test(f))
+    return jar ? `Hadoop ${jar.replace(/^hadoop-hdfs-|\.jar$/g, '')} (MiniDFSCluster)` : 'Hadoop jars not built'
+  } catch {
+    return 'Hadoop jars not built'
+  }
 }
 
 export function machineInfo () {
+  const status = output('git', ['status', '--porcelain', '--untracked-files=no'])
   return {
     nproc: os.availableParallelism(),
     cpuModel: os.cpus()[0]?.model ?? 'unknown',
     memGiB: Math.round(os.totalmem() / 2 ** 30),
     kernel: `${os.type()} ${os.release()}`,
+    disk: diskInfo(os.tmpdir()),
     node: process.version,
+    php: firstLine('php', ['-v']).replace(/\s*\(cli\).*$/, ''),
+    phpLibcurl: output('php', ['-r', 'echo function_exists("curl_version") ? curl_version()["version"] : "no php-curl";']),
     curl: firstLine('curl', ['--version']).split(' ').slice(0, 4).join(' '),
     httpd: firstLine('/usr/sbin/apache2', ['-v']).replace(/^Server version:\s*/, ''),
-    java: firstLine('java', ['-version'])
+    java: firstLine('java', ['-version']),
+    hadoop: hadoopVersion(),
+    wrk: firstLine('wrk', ['-v']).split(' ').slice(0, 2).join(' '),
+    git: `${firstLine('git', ['rev-parse', '--short', 'HEAD'])}${status ? ' (with uncommitted changes)' : ''}`
   }
 }
+
+// ---------- CSV ----------
+
+// Flattens nested objects (a spread becomes mibps.median, mibps.min, …); arrays are dropped.
+function flatten (obj, prefix = '', out = {}) {
+  for (const [k, v] of Object.entries(obj)) {
+    if (Array.isArray(v)) continue
+    if (v !== null && typeof v === 'object') flatten(v, `${prefix}${k}.`, out)
+    else out[prefix + k] = v
+  }
+  return out
+}
+
+export function toCsv (rows) {
+  const flat = rows.map((r) => flatten(r))
+  const columns = [...new Set(flat.flatMap((r) => Object.keys(r)))]
+  const cell = (v) => {
+    if (v === null || v === undefined) return ''
+    const s = typeof v === 'number' ? String(Math.round(v * 1e6) / 1e6) : String(v)
+    return /[",\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s
+  }
+  return [columns.join(','), ...flat.map((r) => columns.map((c) => cell(r[c])).join(','))].join('\n') + '\n'
+}
+
+// ---------- REPORT.md ----------
 
 const f0 = (x) => (x === null || x === undefined ? '—' : x.toFixed(0))
 const f1 = (x) => (x === null || x === undefined ? '—' : x.toFixed(1))
 const f2 = (x) => (x === null || x === undefined ? '—' : x.toFixed(2))
-const spreadText = (s) => (s ? `${f0(s.median)} (${f0(s.min)}–${f0(s.max)})` : '—')
+const sp = (s, f = f0) => (!s ? '—' : s.n > 1 ? `${f(s.median)} (${f(s.min)}–${f(s.max)})` : f(s.median))
+const table = (head, rows) => [head, head.map(() => '---'), ...rows].map((r) => `| ${r.join(' | ')} |`).join('\n')
 
-const COLUMNS = [
-  ['target', (r) => r.target],
-  ['direction', (r) => r.direction],
-  ['curl MiB/s med (min–max)', (r) => spreadText(r.curl?.mibps)],
-  ['sidecar MiB/s med (min–max)', (r) => spreadText(r.sidecar?.mibps)],
-  ['sidecar/curl', (r) => f2(r.ratio)],
-  ['sidecar peak RSS MiB', (r) => f1(r.sidecar?.peakRssMiB)],
-  ['CPU s curl / sidecar', (r) => `${f2(r.curl?.cpuS)} / ${f2(r.sidecar?.cpuS)}`],
-  ['curl -o + fsync MiB/s', (r) => (r.curlFsync ? f0(r.curlFsync.mibps?.median) : '—')],
-  ['sidecar/(curl+fsync)', (r) => f2(r.ratioWithFsync)]
-]
-
-export function tableText (summary) {
-  const rows = [COLUMNS.map(([h]) => h), ...summary.map((r) => COLUMNS.map(([, get]) => get(r)))]
-  const widths = COLUMNS.map((_, i) => Math.max(...rows.map((row) => row[i].length)))
-  const line = (row) => row.map((cell, i) => cell.padEnd(widths[i])).join('  ')
-  return [line(rows[0]), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.slice(1).map(line)].join('\n')
+function throughputSection (summary, charts) {
+  const parts = []
+  for (const target of distinct(summary, 'target')) {
+    for (const direction of distinct(summary, 'direction')) {
+      const rows = summary.filter((r) => r.target === target && r.direction === direction)
+      if (!rows.length) continue
+      const competitors = distinct(rows, 'competitor')
+      const others = competitors.filter((c) => c !== 'curl')
+      const hasFsync = direction === 'download' && competitors.includes('curl')
+      const head = ['MiB', ...competitors.map((c) => `${c} MiB/s`), ...others.map((c) => `${c} ÷ curl`),
+        ...(hasFsync && others.includes('sidecar') ? ['sidecar ÷ (curl+fsync)'] : [])]
+      const body = distinct(rows, 'sizeMiB').map((size) => {
+        const at = (c) => rows.find((r) => r.sizeMiB === size && r.competitor === c)
+        return [String(size), ...competitors.map((c) => sp(at(c)?.mibps)), ...others.map((c) => f2(at(c)?.vsCurl)),
+          ...(hasFsync && others.includes('sidecar') ? [f2(at('sidecar')?.vsCurlFsync)] : [])]
+      })
+      const resHead = ['MiB', ...competitors.map((c) => `${c} peak RSS MiB`), ...competitors.map((c) => `${c} CPU s/GiB`)]
+      const resBody = distinct(rows, 'sizeMiB').map((size) => {
+        const at = (c) => rows.find((r) => r.sizeMiB === size && r.competitor === c)
+        return [String(size), ...competitors.map((c) => f1(at(c)?.rssMiB)), ...competitors.map((c) => f2(at(c)?.cpuSPerGiB))]
+      })
+      parts.push(`### ${target} ${direction}\n\nThroughput, median (min–max) over runs, and median of per-run ratios to curl:\n\n${table(head, body)}\n\nMemory and CPU (RSS: highest over runs; CPU: median):\n\n${table(resHead, resBody)}`)
+    }
+  }
+  const pics = ['throughput.svg', 'rss.svg', 'cpu.svg'].filter((c) => charts.includes(c)).map((c) => `![${c}](${c})`).join('\n')
+  return `${parts.join('\n\n')}\n\n${pics}`
 }
 
-function tableMarkdown (summary) {
-  const head = COLUMNS.map(([h]) => h)
-  const rows = summary.map((r) => COLUMNS.map(([, get]) => get(r)))
-  return [head, head.map(() => '---'), ...rows].map((row) => `| ${row.join(' | ')} |`).join('\n')
+function concurrencySection (summary, charts) {
+  const parts = []
+  for (const target of distinct(summary, 'target')) {
+    for (const direction of distinct(summary, 'direction')) {
+      const rows = summary.filter((r) => r.target === target && r.direction === direction)
+      if (!rows.length) continue
+      const body = distinct(rows, 'concurrency').map((n) => {
+        const curl = rows.find((r) => r.concurrency === n && r.competitor === 'curl')
+        const side = rows.find((r) => r.concurrency === n && r.competitor === 'sidecar')
+        return [String(n), sp(curl?.aggMiBps), sp(side?.aggMiBps), f2(side?.vsCurl), f1(side?.rssMiB), f1(curl?.rssMiB), f2(curl?.cpuSPerGiB), f2(side?.cpuSPerGiB)]
+      })
+      parts.push(`### ${target} ${direction}\n\n${table(['N', 'curl MiB/s', 'sidecar MiB/s', 'sidecar ÷ curl', 'daemon peak RSS MiB', 'sum of curl peak RSS MiB', 'curl CPU s/GiB', 'sidecar CPU s/GiB'], body)}`)
+    }
+  }
+  const pics = ['concurrency.svg', 'concurrency-rss.svg'].filter((c) => charts.includes(c)).map((c) => `![${c}](${c})`).join('\n')
+  return `${parts.join('\n\n')}\n\n${pics}`
 }
 
-export function markdown ({ machine, params, summary, hwmMiB, idleRssMiB, loadAvg, startedAt }) {
-  return `# First benchmark: transfer-sidecar vs curl CLI
+function handoffSection (records, charts) {
+  const direct = records.find((r) => r.variant === 'direct')
+  const body = records.map((r) => [r.variant, f1(r.medianUs), f0(r.p90Us), f0(r.p99Us), f0(r.callsPerSecond), String(r.errors), String(r.lost), String(r.failed),
+    f0(r.phpCpuUsPerCall), f0(r.totalCpuUsPerUpload), direct ? f2(direct.medianUs / r.medianUs) : '—'])
+  const pics = ['handoff.svg', 'handoff-cpu.svg'].filter((c) => charts.includes(c)).map((c) => `![${c}](${c})`).join('\n')
+  return `${table(['variant', 'median µs', 'p90 µs', 'p99 µs', 'calls/s', 'errors', 'lost', 'failed', 'PHP CPU µs/call', 'all CPU µs/upload', 'direct µs ÷ this µs'], body)}\n\n${pics}`
+}
 
-Run ${startedAt} with \`node bench/run.js --size-mib ${params.sizeMiB} --runs ${params.runs} --targets ${params.targets.join(',')}\`.
+function webSection (records, charts) {
+  const direct = records.find((r) => r.page === 'direct.php')
+  const body = records.map((r) => [r.page, f0(r.requestsPerSecond), String(r.requests), f2(r.latencyMs.p50), f2(r.latencyMs.p99), String(r.non2xx), String(r.socketErrors),
+    f2(r.phpCpuMsPerRequest), f2(r.daemonCpuMsPerRequest), r.jobs ? `${r.jobs.succeeded}/${r.jobs.accepted}, drained ${f1(r.drainSeconds)} s after` : '—',
+    direct ? f2(r.requestsPerSecond / direct.requestsPerSecond) : '—'])
+  const pics = charts.includes('web.svg') ? '![web.svg](web.svg)' : ''
+  const note = '¹ connect, write and timeout errors; php -S closes every connection after its answer, which wrk counts as read errors (not shown).'
+  return `${table(['page', 'requests/s', 'requests', 'p50 ms', 'p99 ms', 'non-2xx', 'socket errors¹', 'PHP CPU ms/req', 'daemon CPU ms/req', 'jobs succeeded', '÷ direct'], body)}\n\n${note}\n\n${pics}`
+}
+
+function reuseSection (summary, charts) {
+  const body = summary.map((r) => [r.variant, sp(r.seconds, f2), sp(r.filesPerSecond), f2(r.cpuMsPerFile), f2(r.vsNewHandle)])
+  const pics = charts.includes('reuse.svg') ? '![reuse.svg](reuse.svg)' : ''
+  return `${table(['variant', 'seconds', 'files/s', 'CPU ms/file', '÷ php-new-handle'], body)}\n\n${pics}`
+}
+
+export function goals (results) {
+  const out = results.throughput ? throughputTargets(results.throughput.summary) : []
+  const unix = results.handoff?.records.find((r) => r.variant === 'acked-unix')
+  if (unix) out.push({ goal: 'acked hand-off ≤ 60 µs median over the unix socket', met: unix.medianUs <= 60, detail: `${unix.medianUs.toFixed(1)} µs` })
+  return out
+}
+
+function method (params) {
+  const p = params
+  return `- The daemon runs as in production: \`node ${NODE_FLAGS.join(' ')} bin/transfer-sidecar.js\` (flags from the bin's
+  shebang), its config listing loopback TCP and a unix socket, log level warn; a fresh one per section.
+- Every competitor runs in the same run; per size, the competitors of a direction go back to back
+  and their order rotates from run to run. Ratios are medians of per-run ratios (paired), so the
+  machine's drift (it is shared) cancels as far as possible. Compare ratios, not absolute figures.
+- Sizes: ${p.sizes.join(', ')} MiB; ${p.runs} run(s) per size${p.runsLarge !== p.runs ? `, ${p.runsLarge} for sizes ≥ 1000 MiB (to keep the run short)` : ''}.
+  The test file is made once per size (a 16 MiB random block repeated, each copy stamped with its index).
+- Timing. curl CLI: spawn to exit (WebHDFS upload: both calls). php-curl: inside the php process,
+  around the transfer (DirectCurl; RETURNTRANSFER includes file_put_contents of the body; php's own
+  start is not counted). Sidecar: inside a php process, from Client::upload()/download() over the
+  unix socket to the end of Client::wait() on a final state; it therefore includes the journal's
+  fdatasync, the temp name and publish round trips (HEAD/MOVE, GETFILESTATUS/RENAME), sha256 of
+  every byte, the HDFS checksum (${p.hdfsChecksum ? 'on' : 'off'}), and for downloads an fsync before the rename.
+  curl does not fsync: "curl+fsync" adds the time to fsync curl's output afterwards.
+- \`sync\` runs before every timed transfer, so the writeback of the previous one does not land in it.
+- Memory. curl: max RSS from /usr/bin/time. PHP: the php process's VmHWM (RETURNTRANSFER runs with
+  memory_limit = 2.2 × file + 128 MiB). Sidecar: the daemon's VmHWM over the job (reset before it
+  through /proc/PID/clear_refs), which includes the daemon's idle footprint. One daemon serves the
+  whole throughput section and sizes ascend, so a size's peak also holds what smaller ones left resident.
+- CPU. curl: user+sys from /usr/bin/time, which has 10 ms resolution: below 0.05 s it is left out
+  (—). PHP: getrusage around the transfer. Sidecar: the daemon's user+sys from /proc/PID/stat over
+  the job plus the php process's.
+- Verification. Downloads: size and sha256 of the file on disk (sidecar also: the sha256 it reports).
+  Uploads to httpd: size and sha256 of the file in httpd's directory; to WebHDFS: size (sidecar also
+  the sha256 and HDFS checksum it checked). Concurrency: sizes and 64 KiB samples per 16 MiB block.
+  Connection reuse: every file compared byte for byte.
+- Concurrency: ${p.concurrency.join(', ')} transfers of ${p.concSizeMiB} MiB at once (${p.concRuns} run(s); targets ${p.concTargets.join(', ')}),
+  N curl processes vs N jobs on a target whose concurrency is raised to ${Math.max(...p.concurrency)}; jobs submitted
+  over TCP from Node; a fresh daemon for each sidecar point, so its peak RSS belongs to that N.
+  Aggregate MiB/s = N × size / (first start → last end).
+- Hand-off: ${p.handoffCalls} calls per variant back to back from one php process, uploading a 4 KiB file to
+  httpd; times are hrtime around each call. After the burst the uploads are let finish; lost =
+  the call returned but the job/file never appeared; errors = the call threw (e.g. no-ack: connect
+  refused with EAGAIN when the daemon's accept queue is full). The daemon runs the uploads (4 at
+  once) while the burst goes on. CPU "all" adds to PHP's (and the shells' it waited for) the
+  daemon's until its queue is empty, or the background curls' (each runs under \`bash -c 'curl …;
+  times'\`, whose children line gives that curl's CPU; the wrapper's own is not counted).
+- Web endpoint: \`php -S\` with PHP_CLI_SERVER_WORKERS=4 (php-fpm is not installed here), \`wrk -t2 -c8 -d${p.webSeconds}s\`,
+  a new Client (and connection) per request, 20 warm-up requests per page.
+- Connection reuse: ${p.reuseFiles} files of 4 KiB to httpd, ${p.reuseRuns} run(s); curl_multi with 4 transfers in flight, as
+  many as the sidecar's default per-target concurrency.`
+}
+
+export function markdown ({ startedAt, seconds, machine, params, loadAvg, results, charts, failures = [] }) {
+  const m = machine
+  const g = goals(results)
+  const sections = []
+  if (results.throughput) sections.push(`## 1–2. Download and upload throughput against file size\n\nDaemon idle RSS after start: ${f1(results.throughput.daemonIdleRssMiB)} MiB.\n\n${throughputSection(results.throughput.summary, charts)}`)
+  if (results.handoff) sections.push(`## 3. Hand-off cost from PHP (${params.handoffCalls} calls each, 4 KiB upload to httpd)\n\n${handoffSection(results.handoff.records, charts)}`)
+  if (results.web) sections.push(`## 3b. Web endpoint: hand off vs upload directly\n\n${webSection(results.web.records, charts)}`)
+  if (results.concurrency) sections.push(`## 4. Concurrency (${params.concSizeMiB} MiB per transfer)\n\nDaemon idle RSS after start: ${f1(results.concurrency.daemonIdleRssMiB)} MiB.\n\n${concurrencySection(results.concurrency.summary, charts)}`)
+  if (results.reuse) sections.push(`## 5. Connection reuse (${params.reuseFiles} files of 4 KiB to httpd)\n\n${reuseSection(results.reuse.summary, charts)}`)
+
+  return `# Benchmark matrix: transfer-sidecar vs curl CLI and php-curl
+
+Run ${startedAt} (${formatSeconds(seconds)}): \`npm run bench${params.argv.length ? ` -- ${params.argv.join(' ')}` : ''}\` (preset ${params.preset}), git ${m.git}.
 
 ## Machine
-- ${machine.nproc} vCPU, ${machine.cpuModel}, ${machine.memGiB} GiB RAM, ${machine.kernel}
-- node ${machine.node}; ${machine.curl}
-- ${machine.httpd}; ${machine.java} (MiniDFSCluster)
-- 1-minute load average ${f2(loadAvg.start)} at start, ${f2(loadAvg.end)} at end (shared machine; other load inflates the spread)
+- ${m.nproc} vCPU ${m.cpuModel}, ${m.memGiB} GiB RAM, ${m.kernel}
+- disk: ${m.disk}
+- 1-minute load average ${f2(loadAvg.start)} at start, ${f2(loadAvg.end)} at end (shared machine: other load widens the spread)
 
-## Results (${params.sizeMiB} MiB file, ${params.runs} runs, loopback)
-${tableMarkdown(summary)}
+## Versions
+- node ${m.node}; ${m.php} with libcurl ${m.phpLibcurl}; ${m.curl}
+- ${m.httpd} (mod_dav, private config of test/harness/httpd.js); ${m.hadoop}, ${m.java}
+- ${m.wrk}
 
-Daemon RSS: ${f1(idleRssMiB)} MiB idle after start, VmHWM ${f1(hwmMiB)} MiB at the end.
+${failures.length ? `## Failed sections\n\n${failures.map((f) => `- **${f.section}**: ${f.error.split('\n')[0]}`).join('\n')}\n\n` : ''}## Targets (issue #6, same-run ratios)
+${g.length ? table(['goal', 'met?', 'detail'], g.map((x) => [x.goal, x.met === null ? 'n/a' : x.met ? '**met**' : '**missed**', x.detail])) : 'No section with a target ran.'}
 
-How to read it:
-- MiB/s = file size / wall time. curl: spawn to exit (WebHDFS upload: both curl calls).
-  Sidecar: POST /v1/jobs to the end of the long-poll, so it includes the job journal's fdatasyncs,
-  the HEAD/MOVE (httpd) or GETFILESTATUS/RENAME (WebHDFS) around the data, and, for downloads,
-  the fsync of the downloaded file before the rename, which curl does not do.
-- "curl -o + fsync" adds the time to fsync curl's output, the like-for-like figure for downloads;
-  sidecar/(curl+fsync) is the ratio against it.
-- sidecar/curl is the median of per-run ratios (curl and sidecar measured back to back, order
-  alternating between runs); the machine drifts, so compare ratios, not absolute figures.
-- Peak RSS: the daemon's VmRSS sampled every 20 ms during its transfers.
-- \`sync\` runs before every timed transfer so that writeback of the previous one does not land in it.
+## Method
+${method(params)}
+
+${sections.join('\n\n')}
+
+## Findings
+
+_To be filled in with profiling notes._
 `
 }
 
-export async function saveResults (dir, name, { json, md }) {
+export async function saveResults (dir, { meta, results, charts }) {
   await fs.mkdir(dir, { recursive: true })
-  const jsonFile = path.join(dir, `${name}.json`)
-  const mdFile = path.join(dir, `${name}.md`)
-  await fs.writeFile(jsonFile, JSON.stringify(json, null, 2) + '\n')
-  await fs.writeFile(mdFile, md)
-  return { jsonFile, mdFile }
+  const written = []
+  const write = async (name, text) => {
+    await fs.writeFile(path.join(dir, name), text)
+    written.push(name)
+  }
+  for (const [section, r] of Object.entries(results)) {
+    await write(`${section}.json`, JSON.stringify({ ...meta, ...r }, null, 2) + '\n')
+    await write(`${section}.csv`, toCsv(r.records))
+    if (r.summary) await write(`${section}-summary.csv`, toCsv(r.summary))
+  }
+  await write('REPORT.md', markdown({ ...meta, results, charts }))
+  return written
 }
 
 // Local date, YYYY-MM-DD, for the results directory.

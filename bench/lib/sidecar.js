@@ -1,6 +1,8 @@
 // The daemon under test, started as a child process exactly as in production
-// (SIDECAR_CONFIG=... node bin/transfer-sidecar.js), and a minimal client for its job API.
+// (SIDECAR_CONFIG=... node bin/transfer-sidecar.js), listening on loopback TCP and on a unix
+// socket (the PHP scripts use the socket), and a minimal client for its job API.
 import { spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -8,6 +10,9 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { freePort } from '../../test/helpers/ports.js'
 
 const BIN = fileURLToPath(new URL('../../bin/transfer-sidecar.js', import.meta.url))
+// The node flags production runs the daemon with, from the bin's shebang
+// ("#!/usr/bin/env -S node --max-semi-space-size=1"), so the bench cannot drift from them.
+export const NODE_FLAGS = (/^#!.*\bnode\b(.*)$/m.exec(readFileSync(BIN, 'utf8').split('\n')[0])?.[1] ?? '').trim().split(/\s+/).filter(Boolean)
 const START_TIMEOUT_MS = 20_000
 const STOP_TIMEOUT_MS = 20_000
 const LONG_POLL_SECONDS = 60
@@ -22,14 +27,15 @@ function hasExited (child) {
  * so per-request logging stays out of the measurement; therefore readiness is polled rather
  * than read from the (info-level) "listening" log line.
  */
-export async function startSidecar ({ workDir, roots, targets, cpuProfDir }) {
+export async function startSidecar ({ workDir, name = 'sidecar', roots, targets, cpuProfDir, extra = {} }) {
   const port = await freePort()
-  const stateDir = path.join(workDir, 'state')
-  const configFile = path.join(workDir, 'sidecar.json')
-  const config = { listen: [`127.0.0.1:${port}`], stateDir, roots, logLevel: 'warn', targets }
+  const stateDir = path.join(workDir, `state-${name}`)
+  const socketPath = path.join(workDir, `${name}.sock`)
+  const configFile = path.join(workDir, `${name}.json`)
+  const config = { listen: [`127.0.0.1:${port}`, `unix:${socketPath}`], stateDir, roots, logLevel: 'warn', targets, ...extra }
   await fs.writeFile(configFile, JSON.stringify(config, null, 2))
 
-  const nodeArgs = cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir] : []
+  const nodeArgs = [...NODE_FLAGS, ...(cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir] : [])]
   const child = spawn(process.execPath, [...nodeArgs, BIN], {
     env: { ...process.env, SIDECAR_CONFIG: configFile },
     stdio: ['ignore', 'pipe', 'pipe']
@@ -47,6 +53,8 @@ export async function startSidecar ({ workDir, roots, targets, cpuProfDir }) {
   const daemon = {
     pid: child.pid,
     base,
+    port,
+    socketPath,
     config,
     outputTail: () => output.slice(-4096),
     alive: () => !hasExited(child),
@@ -71,6 +79,41 @@ export async function startSidecar ({ workDir, roots, targets, cpuProfDir }) {
         if (['succeeded', 'failed', 'cancelled'].includes(job.state)) return job
         if (!daemon.alive()) throw new Error(`daemon exited during job ${id}:\n${daemon.outputTail()}`)
       }
+    },
+
+    // The job as the daemon shows it, or null when it does not know the id (a lost hand-off).
+    async job (id) {
+      const res = await fetch(`${base}/v1/jobs/${id}`)
+      const body = await res.json()
+      if (res.status === 404) return null
+      if (res.status !== 200) throw new Error(`GET /v1/jobs/${id}: HTTP ${res.status} ${JSON.stringify(body)}`)
+      return body
+    },
+
+    // Resolves once no job is queued or running; returns the seconds it took.
+    async drained ({ timeoutMs = 600_000 } = {}) {
+      const t0 = Date.now()
+      for (;;) {
+        let busy = false
+        for (const state of ['queued', 'running']) {
+          const res = await fetch(`${base}/v1/jobs?state=${state}&limit=1`)
+          busy ||= (await res.json()).jobs.length > 0
+        }
+        if (!busy) return (Date.now() - t0) / 1000
+        if (!daemon.alive()) throw new Error(`daemon exited with jobs pending:\n${daemon.outputTail()}`)
+        if (Date.now() - t0 > timeoutMs) throw new Error(`jobs still pending after ${timeoutMs / 1000} s`)
+        await sleep(100)
+      }
+    },
+
+    // Counters of GET /metrics, summed over their labels when `labels` is a prefix filter.
+    async metric (name, labels = '') {
+      const text = await (await fetch(`${base}/metrics`)).text()
+      let sum = 0
+      for (const line of text.split('\n')) {
+        if (line.startsWith(`${name}{${labels}`) || line.startsWith(`${name} `)) sum += Number(line.slice(line.lastIndexOf(' ') + 1))
+      }
+      return sum
     },
 
     // SIGTERM lets the daemon exit normally, which is also when --cpu-prof writes its profile.

@@ -1,5 +1,7 @@
 // The remote systems under test. Each target starts its server (test harness), knows how the
-// curl CLI talks to it, how the daemon is configured for it, and how to check a remote size.
+// curl CLI and the PHP scripts talk to it, how the daemon is configured for it, and how to check
+// a remote size or remove a remote file. Remote names are relative to the target's base.
+import fs from 'node:fs/promises'
 import path from 'node:path'
 import { startHttpd } from '../../test/harness/httpd.js'
 import { startHdfs } from '../../test/harness/hdfs.js'
@@ -16,16 +18,21 @@ async function startHttpTarget ({ timeFile }) {
     name: 'http',
     sidecarName: 'files',
     sidecarConfig: { type: 'http', url: srv.uploadUrl },
+    php: { type: 'http', url: srv.uploadUrl },
     server: `Apache httpd mod_dav at ${srv.url}`,
+    uploadUrl: srv.uploadUrl,
+    pid: srv.pid,
+    // Where httpd keeps a remote file on this machine: uploads are checked there byte for byte.
+    localPath: (name) => path.join(srv.davDir, name),
 
-    async curlUpload (file, name) {
-      const r = await curl(['-sS', '-T', file, '-o', '/dev/null', '-w', '%{http_code}', url(name)], { timeFile })
+    async curlUpload (file, name, tf = timeFile) {
+      const r = await curl(['-sS', '-T', file, '-o', '/dev/null', '-w', '%{http_code}', url(name)], { timeFile: tf })
       expect2xx(r.stdout, `curl PUT ${name}`)
       return r
     },
 
-    async curlDownload (name, out) {
-      const r = await curl(['-sS', '-o', out, '-w', '%{http_code}', url(name)], { timeFile })
+    async curlDownload (name, out, tf = timeFile) {
+      const r = await curl(['-sS', '-o', out, '-w', '%{http_code}', url(name)], { timeFile: tf })
       expect2xx(r.stdout, `curl GET ${name}`)
       return r
     },
@@ -35,6 +42,9 @@ async function startHttpTarget ({ timeFile }) {
       if (res.status !== 200) throw new Error(`HEAD ${name}: HTTP ${res.status}`)
       return Number(res.headers.get('content-length'))
     },
+
+    // Files are removed on disk (as root): quicker than a DELETE each when there are thousands.
+    remove: (name) => fs.rm(path.join(srv.davDir, name), { recursive: true, force: true }),
 
     stop: () => srv.stop()
   }
@@ -55,20 +65,23 @@ async function startWebHdfsTarget ({ timeFile, hdfsChecksum = true }) {
     name: 'webhdfs',
     sidecarName: 'hdfs',
     sidecarConfig: { type: 'webhdfs', namenodes: [nn], user: HDFS_USER, base: HDFS_BASE, checksum: hdfsChecksum },
+    php: { type: 'webhdfs', namenode: nn, user: HDFS_USER, base: HDFS_BASE },
     server: `MiniDFSCluster (1 datanode) at ${nn}`,
+    pid: hdfs.pid,
+    localPath: () => null,
 
-    async curlUpload (file, name) {
+    async curlUpload (file, name, tf = timeFile) {
       // Step 1 asks the namenode where to write; noredirect=true answers JSON instead of a 307.
-      const locate = await curl(['-sS', '-X', 'PUT', url(name, 'CREATE', '&overwrite=true&noredirect=true')], { timeFile })
+      const locate = await curl(['-sS', '-X', 'PUT', url(name, 'CREATE', '&overwrite=true&noredirect=true')], { timeFile: tf })
       const { Location: location } = JSON.parse(locate.stdout)
       if (!location) throw new Error(`CREATE ${name}: no Location in ${locate.stdout}`)
-      const put = await curl(['-sS', '-T', file, '-o', '/dev/null', '-w', '%{http_code}', location], { timeFile })
+      const put = await curl(['-sS', '-T', file, '-o', '/dev/null', '-w', '%{http_code}', location], { timeFile: tf })
       expect2xx(put.stdout, `curl PUT datanode ${name}`)
       return sumSteps([locate, put])
     },
 
-    async curlDownload (name, out) {
-      const r = await curl(['-sS', '-L', '-o', out, '-w', '%{http_code}', url(name, 'OPEN')], { timeFile })
+    async curlDownload (name, out, tf = timeFile) {
+      const r = await curl(['-sS', '-L', '-o', out, '-w', '%{http_code}', url(name, 'OPEN')], { timeFile: tf })
       expect2xx(r.stdout, `curl OPEN ${name}`)
       return r
     },
@@ -77,6 +90,12 @@ async function startWebHdfsTarget ({ timeFile, hdfsChecksum = true }) {
       const res = await fetch(url(name, 'GETFILESTATUS'))
       if (res.status !== 200) throw new Error(`GETFILESTATUS ${name}: HTTP ${res.status} ${await res.text()}`)
       return (await res.json()).FileStatus.length
+    },
+
+    async remove (name) {
+      const res = await fetch(url(name, 'DELETE', '&recursive=true'), { method: 'DELETE' })
+      const body = await res.text()
+      if (res.status !== 200) throw new Error(`DELETE ${name}: HTTP ${res.status} ${body}`)
     },
 
     stop: () => hdfs.stop()

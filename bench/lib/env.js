@@ -1,0 +1,95 @@
+// What every section works against: a scratch directory (the daemon's only root), the servers
+// (Apache httpd mod_dav, MiniDFSCluster), and a daemon started fresh for each section, so that one
+// section's job records and memory high-water mark do not spill into the next.
+import fs from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { spawnSync } from 'node:child_process'
+import { onCleanup, onExitKill } from './cleanup.js'
+import { startTarget } from './targets.js'
+import { startSidecar } from './sidecar.js'
+import { createTestFile } from './testfile.js'
+import { statusKiB } from './procfs.js'
+import { GiB } from './stats.js'
+
+// Targets whose name ends in -wide allow this many transfers at once (the concurrency section).
+export const WIDE = '-wide'
+
+export async function ensureFreeSpace (dir, needBytes) {
+  const st = await fs.statfs(dir)
+  const free = st.bavail * st.bsize
+  if (free < needBytes) {
+    throw new Error(`only ${(free / GiB).toFixed(1)} GiB free in ${dir}, need ${(needBytes / GiB).toFixed(1)} GiB`)
+  }
+}
+
+// Flushes dirty pages so the writeback of one transfer is not billed to the next one.
+export function syncDisks () {
+  spawnSync('sync')
+}
+
+export async function setupEnv (opts, progress) {
+  const workDir = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'sidecar-bench-')))
+  onCleanup(() => fs.rm(workDir, { recursive: true, force: true }))
+  const filesDir = path.join(workDir, 'files')
+  await fs.mkdir(filesDir)
+
+  const needed = new Set()
+  if (opts.sections.includes('throughput')) opts.targets.forEach((t) => needed.add(t))
+  if (opts.sections.includes('concurrency')) opts.concTargets.forEach((t) => needed.add(t))
+  if (['reuse', 'handoff', 'web'].some((s) => opts.sections.includes(s))) needed.add('http')
+
+  const targets = {}
+  for (const name of ['http', 'webhdfs'].filter((t) => needed.has(t))) {
+    progress.log(`starting ${name} server${name === 'webhdfs' ? ' (MiniDFSCluster; the first start builds the harness with maven)' : ''}`)
+    const target = await startTarget(name, { workDir, hdfsChecksum: opts.hdfsChecksum })
+    onCleanup(() => target.stop())
+    targets[name] = target
+    progress.log(`${name}: ${target.server}`)
+  }
+
+  const maxConcurrency = Math.max(4, ...opts.concurrency)
+  const daemonTargets = {}
+  for (const t of Object.values(targets)) {
+    daemonTargets[t.sidecarName] = t.sidecarConfig // default concurrency (4)
+    daemonTargets[t.sidecarName + WIDE] = { ...t.sidecarConfig, concurrency: maxConcurrency }
+  }
+
+  let daemon = null
+  let count = 0
+  const env = {
+    workDir,
+    filesDir,
+    targets,
+    get daemon () { return daemon },
+
+    // Stops the previous daemon and starts a new one with an empty state directory.
+    async startDaemon (section, { quiet = false } = {}) {
+      if (daemon) await daemon.stop()
+      if (opts.cpuProfDir) await fs.mkdir(opts.cpuProfDir, { recursive: true })
+      const d = await startSidecar({
+        workDir,
+        name: `sidecar-${++count}-${section}`,
+        roots: [filesDir],
+        targets: daemonTargets,
+        cpuProfDir: opts.cpuProfDir,
+        // The hand-off sections queue tens of thousands of small jobs.
+        extra: { queue: { limit: 1_000_000 } }
+      })
+      onCleanup(() => d.stop())
+      onExitKill(() => d.killNow())
+      daemon = d
+      d.idleRssMiB = statusKiB(d.pid, 'VmRSS') / 1024
+      if (!quiet) progress.log(`daemon for ${section}: pid ${d.pid}, ${d.socketPath}, idle RSS ${d.idleRssMiB.toFixed(1)} MiB`)
+      return d
+    },
+
+    // A test file in the daemon's root: { path, bytes, sha256 }.
+    async createSource (name, bytes) {
+      const file = path.join(filesDir, name)
+      const sha256 = await createTestFile(file, bytes)
+      return { path: file, bytes, sha256 }
+    }
+  }
+  return env
+}

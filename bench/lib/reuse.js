@@ -1,0 +1,93 @@
+// Section 5: connection reuse. 1000 small files (4 KiB) uploaded to httpd by the sidecar (handed
+// over one by one from PHP, then waited for: pooled keep-alive connections, `concurrency` jobs at
+// once), and by php-curl with a new handle per file, one reused handle, and curl_multi with as many
+// transfers in flight as the sidecar runs (4). Every file is then compared on httpd's disk.
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { randomFillSync } from 'node:crypto'
+import { runPhp } from './php.js'
+import { cpuSeconds } from './procfs.js'
+import { check } from './verify.js'
+import { distinct, median, pairedRatio, spread } from './stats.js'
+import { rotate } from './throughput.js'
+
+export const REUSE_VARIANTS = ['sidecar', 'php-new-handle', 'php-reused-handle', 'php-multi']
+const FILE_BYTES = 4096
+const PARALLEL = 4 // the sidecar's default per-target concurrency
+
+export const estimateReuse = (opts) => opts.reuseRuns * (2 + opts.reuseFiles * (0.004 + 0.0015 + 0.001 + 0.001 + 0.0005))
+
+async function makeFiles (dir, count) {
+  await fs.mkdir(dir, { recursive: true })
+  const files = []
+  for (let i = 0; i < count; i++) {
+    const file = path.join(dir, `f-${String(i).padStart(5, '0')}.bin`)
+    await fs.writeFile(file, randomFillSync(Buffer.alloc(FILE_BYTES)))
+    files.push(file)
+  }
+  return files
+}
+
+// Remote name of file i, as bench/php/reuse.php builds it.
+const remoteName = (prefix, i) => `${prefix}-${String(i).padStart(5, '0')}.bin`
+
+export async function runReuse (env, opts, progress) {
+  progress.section('reuse', REUSE_VARIANTS.length * opts.reuseRuns)
+  const daemon = await env.startDaemon('reuse')
+  const http = env.targets.http
+  const files = await makeFiles(path.join(env.filesDir, 'small'), opts.reuseFiles)
+  const records = []
+  try {
+    for (let run = 1; run <= opts.reuseRuns; run++) {
+      for (const variant of rotate(REUSE_VARIANTS, run - 1)) {
+        const prefix = `reuse-${variant}-${run}`
+        const cpu0 = cpuSeconds(daemon.pid)
+        const r = await runPhp('reuse.php', {
+          variant, files, url: http.uploadUrl, remotePrefix: prefix, socket: daemon.socketPath, sidecarTarget: http.sidecarName, parallel: PARALLEL
+        })
+        const daemonCpuS = variant === 'sidecar' ? cpuSeconds(daemon.pid) - cpu0 : 0
+        check(r.failed === 0, `${variant}: ${r.failed} uploads failed: ${r.firstErrors.join('; ')}`)
+        for (let i = 0; i < files.length; i++) {
+          const [copy, original] = await Promise.all([fs.readFile(http.localPath(remoteName(prefix, i))), fs.readFile(files[i])])
+          check(copy.equals(original), `${variant}: ${remoteName(prefix, i)} differs from ${files[i]}`)
+        }
+        for (let i = 0; i < files.length; i++) await http.remove(remoteName(prefix, i))
+        const record = {
+          run,
+          variant,
+          files: files.length,
+          fileBytes: FILE_BYTES,
+          seconds: r.seconds,
+          filesPerSecond: files.length / r.seconds,
+          phpCpuS: r.cpuS,
+          daemonCpuS,
+          cpuMsPerFile: (r.cpuS + daemonCpuS) * 1000 / files.length,
+          phpPeakRssMiB: r.peakRssKiB / 1024,
+          verified: 'every file byte for byte on httpd'
+        }
+        records.push(record)
+        progress.step(`${variant.padEnd(18)} ${files.length} files in ${r.seconds.toFixed(2)} s (${record.filesPerSecond.toFixed(0)} files/s), ` +
+          `cpu ${record.cpuMsPerFile.toFixed(2)} ms/file  ok (${record.verified})`)
+      }
+    }
+  } finally {
+    await fs.rm(path.join(env.filesDir, 'small'), { recursive: true, force: true })
+  }
+  return { records }
+}
+
+export function summarizeReuse (records) {
+  const newHandle = records.filter((r) => r.variant === 'php-new-handle')
+  return distinct(records, 'variant').map((variant) => {
+    const mine = records.filter((r) => r.variant === variant)
+    return {
+      variant,
+      runs: mine.length,
+      files: mine[0].files,
+      seconds: spread(mine.map((r) => r.seconds)),
+      filesPerSecond: spread(mine.map((r) => r.filesPerSecond)),
+      cpuMsPerFile: median(mine.map((r) => r.cpuMsPerFile)),
+      vsNewHandle: pairedRatio(mine, newHandle, 'filesPerSecond')
+    }
+  })
+}

@@ -1,0 +1,244 @@
+// Sections 1 and 2 of the matrix: download and upload throughput against file size, from httpd
+// and WebHDFS, for the curl CLI, php-curl (RETURNTRANSFER, FILE, INFILE) and the sidecar (job
+// handed over from PHP, timed until it has ended). Per size the file is made once; within a run
+// the competitors go back to back, their order rotating from run to run, so drift hits all alike.
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { performance } from 'node:perf_hooks'
+import { competitorsFor, runsFor } from './cli.js'
+import { CPU_FLOOR_S } from './curl.js'
+import { ensureFreeSpace, syncDisks } from './env.js'
+import { runPhp } from './php.js'
+import { cpuSeconds, trackPeakRss } from './procfs.js'
+import { check, verifyJob, verifyLocalCopy, verifyRemoteCopy } from './verify.js'
+import { GiB, MiB, distinct, maxOf, median, pairedRatio, spread } from './stats.js'
+
+// For the duration estimate only (MiB/s on this machine kind, see /work/shared/notes/baseline.md).
+const EST_MIBPS = { http: 450, webhdfs: 280 }
+const EST_OVERHEAD_S = 0.6 // php start, sync, sha256 of the copy, round trips
+
+const seedName = (sizeMiB) => `seed-${sizeMiB}.bin`
+const uploadName = (competitor, sizeMiB) => `up-${competitor}-${sizeMiB}.bin`
+
+// RETURNTRANSFER holds the body, and file_put_contents may need a copy: about 2.2× the file.
+const returnTransferLimit = (sizeMiB) => `${Math.ceil(sizeMiB * 2.2 + 128)}M`
+
+export function rotate (items, by) {
+  const k = by % items.length
+  return [...items.slice(k), ...items.slice(0, k)]
+}
+
+export function throughputSteps (opts) {
+  const perRun = opts.targets.length * opts.directions.reduce((s, d) => s + competitorsFor(opts, d).length, 0)
+  return opts.sizes.reduce((s, size) => s + perRun * runsFor(opts, size), 0)
+}
+
+export function estimateThroughput (opts) {
+  let seconds = 0
+  for (const size of opts.sizes) {
+    seconds += size / 600 + opts.targets.reduce((s, t) => s + size / EST_MIBPS[t], 0) // make + seed
+    for (const t of opts.targets) {
+      for (const d of opts.directions) {
+        const n = competitorsFor(opts, d).length * runsFor(opts, size)
+        seconds += n * (EST_OVERHEAD_S + size / EST_MIBPS[t] + size / 900) // transfer + writeback + sha256
+      }
+    }
+  }
+  return seconds
+}
+
+async function fsyncSeconds (file) {
+  const fh = await fs.open(file, 'r+')
+  try {
+    const t0 = performance.now()
+    await fh.sync()
+    return (performance.now() - t0) / 1000
+  } finally {
+    await fh.close()
+  }
+}
+
+// The sidecar's job, handed over and waited for by PHP, with the daemon's CPU and peak RSS.
+async function sidecarFromPhp (env, { target, direction, local, remote }) {
+  const daemon = env.daemon
+  const peak = trackPeakRss(daemon.pid)
+  const cpu0 = cpuSeconds(daemon.pid)
+  let r, rss
+  try {
+    r = await runPhp('transfer.php', {
+      competitor: 'sidecar', direction, local, remote, socket: daemon.socketPath, sidecarTarget: target.sidecarName
+    })
+  } finally {
+    rss = peak.stop()
+  }
+  const daemonCpuS = cpuSeconds(daemon.pid) - cpu0
+  // The daemon's own view (ms resolution): from accepted to started, and from started to finished.
+  const at = (k) => Date.parse(r.job[k] ?? '')
+  const jobRunSeconds = (at('finishedAt') - at('startedAt')) / 1000
+  const jobQueueSeconds = (at('startedAt') - at('createdAt')) / 1000
+  return { seconds: r.seconds, cpuS: daemonCpuS + r.cpuS, daemonCpuS, rssMiB: rss.peakKiB / 1024, rssExact: rss.exact, jobQueueSeconds, jobRunSeconds, job: r.job }
+}
+
+// One transfer of `source` by `competitor`; returns the measured figures after verifying it.
+async function transfer (env, { target, direction, competitor, source, sizeMiB }) {
+  if (direction === 'download') {
+    const out = path.join(env.filesDir, `dl-${competitor}.bin`)
+    const remote = seedName(sizeMiB)
+    try {
+      let r
+      if (competitor === 'curl') {
+        const c = await target.curlDownload(remote, out)
+        r = { seconds: c.ms / 1000, cpuS: c.cpuS, rssMiB: c.rssMiB }
+      } else if (competitor === 'sidecar') {
+        r = await sidecarFromPhp(env, { target, direction, local: out, remote: `/${remote}` })
+        verifyJob(r.job, source, 'sidecar download')
+      } else {
+        const memoryLimit = competitor === 'php-returntransfer' ? returnTransferLimit(sizeMiB) : '128M'
+        const p = await runPhp('transfer.php', { competitor, direction, local: out, remote: `/${remote}`, target: target.php }, { memoryLimit })
+        r = { seconds: p.seconds, cpuS: p.cpuS, rssMiB: p.peakRssKiB / 1024, phpMemoryPeakMiB: p.memoryPeakBytes / MiB }
+      }
+      // The daemon fsyncs a download before its rename; curl does not: time that for the fair figure.
+      if (competitor === 'curl') r.fsyncSeconds = await fsyncSeconds(out)
+      r.verified = await verifyLocalCopy(out, source)
+      return r
+    } finally {
+      await fs.rm(out, { force: true })
+    }
+  }
+
+  const remote = uploadName(competitor, sizeMiB)
+  try {
+    let r
+    if (competitor === 'curl') {
+      const c = await target.curlUpload(source.path, remote)
+      r = { seconds: c.ms / 1000, cpuS: c.cpuS, rssMiB: c.rssMiB }
+    } else if (competitor === 'sidecar') {
+      r = await sidecarFromPhp(env, { target, direction, local: source.path, remote: `/${remote}` })
+      verifyJob(r.job, source, 'sidecar upload')
+    } else {
+      const p = await runPhp('transfer.php', { competitor, direction, local: source.path, remote: `/${remote}`, target: target.php })
+      r = { seconds: p.seconds, cpuS: p.cpuS, rssMiB: p.peakRssKiB / 1024, phpMemoryPeakMiB: p.memoryPeakBytes / MiB }
+    }
+    r.verified = await verifyRemoteCopy(target, remote, source)
+    return r
+  } finally {
+    await target.remove(remote)
+  }
+}
+
+export async function runThroughput (env, opts, progress) {
+  progress.section('throughput', throughputSteps(opts))
+  await env.startDaemon('throughput')
+  const targets = opts.targets.map((t) => env.targets[t])
+  const records = []
+  for (const sizeMiB of opts.sizes) {
+    const bytes = sizeMiB * MiB
+    // Source, two local outputs at most, and on the same disk the remote seed and upload per target.
+    await ensureFreeSpace(env.workDir, bytes * (3 + 2 * targets.length) + GiB)
+    const source = await env.createSource(`src-${sizeMiB}.bin`, bytes)
+    try {
+      if (opts.directions.includes('download')) {
+        for (const target of targets) {
+          await target.curlUpload(source.path, seedName(sizeMiB))
+          check(await target.remoteSize(seedName(sizeMiB)) === bytes, `${target.name}:${seedName(sizeMiB)} size after seeding`)
+        }
+      }
+      const runs = runsFor(opts, sizeMiB)
+      for (let run = 1; run <= runs; run++) {
+        for (const target of targets) {
+          for (const direction of opts.directions) {
+            for (const competitor of rotate(competitorsFor(opts, direction), run - 1)) {
+              syncDisks()
+              const r = await transfer(env, { target, direction, competitor, source, sizeMiB })
+              const record = {
+                run,
+                target: target.name,
+                direction,
+                competitor,
+                sizeMiB,
+                bytes,
+                ...r,
+                mibps: sizeMiB / r.seconds,
+                cpuSPerGiB: r.cpuS === null || (competitor === 'curl' && r.cpuS < CPU_FLOOR_S) ? null : r.cpuS / (bytes / GiB)
+              }
+              delete record.job
+              if (r.fsyncSeconds !== undefined) record.mibpsWithFsync = sizeMiB / (r.seconds + r.fsyncSeconds)
+              records.push(record)
+              progress.step(`${String(sizeMiB).padStart(4)} MiB run ${run}/${runs} ${target.name.padEnd(7)} ${direction.padEnd(8)} ${competitor.padEnd(18)} ` +
+                `${record.mibps.toFixed(0).padStart(5)} MiB/s  ${r.seconds.toFixed(3)} s  cpu ${r.cpuS?.toFixed(2) ?? '—'} s  ` +
+                `rss ${r.rssMiB?.toFixed(1) ?? '—'} MiB${r.jobRunSeconds !== undefined ? `  (job ran ${r.jobRunSeconds.toFixed(3)} s)` : ''}${r.fsyncSeconds !== undefined ? `  +fsync ${r.fsyncSeconds.toFixed(2)} s` : ''}  ok (${r.verified})`)
+            }
+          }
+        }
+      }
+    } finally {
+      await fs.rm(source.path, { force: true })
+      for (const target of targets) await target.remove(seedName(sizeMiB)).catch(() => {})
+    }
+  }
+  return { records, daemonIdleRssMiB: env.daemon.idleRssMiB }
+}
+
+// One row per target, direction, size and competitor; ratios pair each run with curl's.
+export function summarizeThroughput (records) {
+  const rows = []
+  for (const target of distinct(records, 'target')) {
+    for (const direction of distinct(records, 'direction')) {
+      for (const sizeMiB of distinct(records, 'sizeMiB')) {
+        const at = records.filter((r) => r.target === target && r.direction === direction && r.sizeMiB === sizeMiB)
+        const curl = at.filter((r) => r.competitor === 'curl')
+        for (const competitor of distinct(at, 'competitor')) {
+          const mine = at.filter((r) => r.competitor === competitor)
+          rows.push({
+            target,
+            direction,
+            sizeMiB,
+            competitor,
+            runs: mine.length,
+            mibps: spread(mine.map((r) => r.mibps)),
+            cpuSPerGiB: median(mine.map((r) => r.cpuSPerGiB)),
+            rssMiB: maxOf(mine.map((r) => r.rssMiB)),
+            vsCurl: competitor === 'curl' ? 1 : pairedRatio(mine, curl, 'mibps'),
+            vsCurlFsync: direction === 'download' && competitor !== 'curl' ? pairedRatio(mine, curl, 'mibps', 'mibpsWithFsync') : null
+          })
+        }
+      }
+    }
+  }
+  return rows
+}
+
+// The issue's targets for the sidecar: ≥ 0.95× curl at every size, flat across sizes (±5 %), RSS ≤ 64 MiB.
+export function throughputTargets (summary) {
+  const out = []
+  const sidecar = summary.filter((r) => r.competitor === 'sidecar')
+  for (const target of distinct(sidecar, 'target')) {
+    for (const direction of distinct(sidecar, 'direction')) {
+      const rows = sidecar.filter((r) => r.target === target && r.direction === direction)
+      const below = rows.filter((r) => r.vsCurl !== null && r.vsCurl < 0.95)
+      out.push({
+        goal: `${target} ${direction}: sidecar ≥ 0.95× curl CLI at every size`,
+        met: below.length === 0 && rows.some((r) => r.vsCurl !== null),
+        detail: below.length ? `below at ${below.map((r) => `${r.sizeMiB} MiB (${r.vsCurl.toFixed(2)})`).join(', ')}` : `lowest ${Math.min(...rows.map((r) => r.vsCurl)).toFixed(2)}`
+      })
+      const medians = rows.map((r) => r.mibps.median)
+      const ref = median(medians)
+      const worst = rows.reduce((w, r) => (Math.abs(r.mibps.median / ref - 1) > Math.abs(w.mibps.median / ref - 1) ? r : w), rows[0])
+      const dev = worst.mibps.median / ref - 1
+      out.push({
+        goal: `${target} ${direction}: sidecar throughput flat across sizes (±5 % of its median over sizes, ${ref.toFixed(0)} MiB/s)`,
+        met: rows.length > 1 ? Math.abs(dev) <= 0.05 : null,
+        detail: rows.length > 1 ? `furthest: ${worst.sizeMiB} MiB at ${worst.mibps.median.toFixed(0)} MiB/s (${(dev * 100).toFixed(0)} %)` : 'one size only'
+      })
+    }
+  }
+  if (sidecar.length) {
+    const worst = sidecar.reduce((w, r) => (r.rssMiB > w.rssMiB ? r : w))
+    out.push({
+      goal: 'daemon peak RSS ≤ 64 MiB at any size',
+      met: worst.rssMiB <= 64,
+      detail: `highest ${worst.rssMiB.toFixed(1)} MiB (${worst.target} ${worst.direction} ${worst.sizeMiB} MiB)`
+    })
+  }
+  return out
+}

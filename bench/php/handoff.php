@@ -1,0 +1,87 @@
+<?php
+
+declare(strict_types=1);
+
+// How long a PHP request waits to get one small upload off its hands, in a burst of calls back to
+// back (after php-client/bin/handoff-bench.php). Variants:
+//   acked-unix, acked-tcp  Client::upload(): the daemon's 202 is read (job journaled and fsync'd)
+//   noack-unix             Client::send(): write the request, close, never read the answer
+//   exec-curl              exec('curl -T … &'): a background curl per call
+//   direct                 a blocking php-curl PUT of the file to httpd, new handle per call
+// Argument: {"variant", "count", "file", "socket", "port", "sidecarTarget", "remotePrefix",
+//            "url" (httpd base, exec-curl and direct), "timesDir" (exec-curl: each background call
+//            runs under bash, whose `times` builtin writes the CPU of its curl to timesDir/<i>)}
+// Prints per-call percentiles, calls/s, errors, CPU of this process and of its waited-for
+// children, and the job ids (the benchmark looks each one up to count lost jobs).
+
+require __DIR__ . '/common.php';
+
+use TransferSidecar\Client;
+use TransferSidecar\Exception\SidecarException;
+
+$a = benchArgs();
+$variant = $a['variant'];
+$count = (int) $a['count'];
+$file = $a['file'];
+$size = filesize($file);
+$ids = [];
+$errors = [];
+
+$call = match ($variant) {
+    'acked-unix', 'acked-tcp', 'noack-unix' => (static function () use ($a, $variant, $file, &$ids): callable {
+        $options = $variant === 'acked-tcp' ? ['host' => '127.0.0.1', 'port' => (int) $a['port']] : ['socket' => $a['socket']];
+        $client = new Client($options + ['read_timeout' => 30.0]);
+        return static function (int $i) use ($client, $variant, $a, $file, &$ids): void {
+            $remote = sprintf('/%s-%d.bin', $a['remotePrefix'], $i);
+            $ids[] = $variant === 'noack-unix' ? $client->send('upload', $a['sidecarTarget'], $file, $remote) : $client->upload($a['sidecarTarget'], $file, $remote);
+        };
+    })(),
+    'exec-curl' => static function (int $i) use ($a, $file): void {
+        $curl = sprintf('curl -sS -T %s -o /dev/null %s', escapeshellarg($file), escapeshellarg(sprintf('%s%s-%d.bin', $a['url'], $a['remotePrefix'], $i)));
+        $command = sprintf('bash -c %s > /dev/null 2>&1 &', escapeshellarg(sprintf('%s; times > %s/%d', $curl, $a['timesDir'], $i)));
+        exec($command, $output, $code);
+        if ($code !== 0) {
+            throw new RuntimeException("exec exited with $code");
+        }
+    },
+    'direct' => static function (int $i) use ($a, $file, $size): void {
+        $in = fopen($file, 'rb');
+        $ch = curl_init(sprintf('%s%s-%d.bin', $a['url'], $a['remotePrefix'], $i));
+        curl_setopt_array($ch, [CURLOPT_UPLOAD => true, CURLOPT_INFILE => $in, CURLOPT_INFILESIZE => $size, CURLOPT_RETURNTRANSFER => true]);
+        $ok = curl_exec($ch);
+        $status = curl_getinfo($ch, CURLINFO_RESPONSE_CODE);
+        curl_close($ch);
+        fclose($in);
+        if ($ok === false || ($status !== 201 && $status !== 204)) {
+            throw new RuntimeException("PUT answered $status");
+        }
+    },
+    default => fail('unknown variant ' . json_encode($variant)),
+};
+
+$times = [];
+$cpu0 = cpuSeconds();
+$children0 = cpuSeconds(1);
+$started = hrtime(true);
+for ($i = 0; $i < $count; $i++) {
+    $t0 = hrtime(true);
+    try {
+        $call($i);
+    } catch (SidecarException | RuntimeException $e) {
+        $errors[] = $e->getMessage();
+    }
+    $times[] = (hrtime(true) - $t0) / 1e9;
+}
+$wall = (hrtime(true) - $started) / 1e9;
+
+emit(percentilesUs($times) + [
+    'variant' => $variant,
+    'calls' => $count,
+    'seconds' => $wall,
+    'callsPerSecond' => $count / $wall,
+    'errors' => count($errors),
+    'firstErrors' => array_slice(array_values(array_unique($errors)), 0, 3),
+    'cpuS' => cpuSeconds() - $cpu0,
+    'childrenCpuS' => cpuSeconds(1) - $children0,
+    'ids' => $ids,
+]);

@@ -1,0 +1,21 @@
+<?php
+
+declare(strict_types=1);
+
+// Web endpoint that hands a small upload to the daemon (acked, unix socket) and answers at once.
+// Served by `php -S` for bench/lib/web.js; configured by the environment: BENCH_SOCKET,
+// BENCH_SIDECAR_TARGET, BENCH_FILE.
+
+require __DIR__ . '/../../../php-client/tests/bootstrap.php';
+
+use TransferSidecar\Client;
+use TransferSidecar\Exception\SidecarException;
+
+try {
+    $client = new Client(['socket' => getenv('BENCH_SOCKET')]);
+    $id = $client->upload(getenv('BENCH_SIDECAR_TARGET'), getenv('BENCH_FILE'), '/web-handoff-' . bin2hex(random_bytes(8)) . '.bin');
+    echo "queued $id\n";
+} catch (SidecarException $e) {
+    http_response_code(500);
+    echo $e->getMessage(), "\n";
+}

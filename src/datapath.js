@@ -7,15 +7,45 @@ import fs from 'node:fs'
 import { Readable, Writable } from 'node:stream'
 
 export const CHUNK = 256 * 1024
-const POOL_BUFFERS = 16 // 4 MiB in flight per transfer at most
+const POOL_BUFFERS = 8 // 2 MiB in flight per transfer at most
+const MIN_BUFFERS = 4 // readers pause at 1 free
+const MIN_CHUNK = 64 * 1024
+// What all transfers' pools may hold together. A pool is sized when its transfer starts: the full
+// POOL_BUFFERS × CHUNK while few run, fewer and then smaller buffers when many do (64 transfers
+// at once get 4 × 64 KiB each), so memory does not grow with the number of transfers either.
+const BUDGET_BYTES = 16 * 1024 * 1024
+const READ_AHEAD = 2 * CHUNK // what a file source reads before it is asked
+const SEND_AHEAD = 4 * CHUNK // what a request sink leaves queued on its socket before it waits
+
+let openPools = 0
+
+// The count and size of the buffers of one more transfer's pool.
+export function poolShape (transfers) {
+  const share = BUDGET_BYTES / transfers
+  const count = Math.max(MIN_BUFFERS, Math.min(POOL_BUFFERS, Math.floor(share / CHUNK)))
+  if (count * CHUNK <= share) return { count, size: CHUNK }
+  let size = CHUNK
+  while (size > MIN_CHUNK && MIN_BUFFERS * size > share) size /= 2
+  return { count: MIN_BUFFERS, size }
+}
 
 export class BufferPool {
   #free = []
   #owned = new Set()
   #waiters = []
+  #counted = false
+
+  // The pool of a transfer, sized by how many run at once; close() it when the transfer ends.
+  static forTransfer () {
+    const pool = new BufferPool(poolShape(openPools + 1))
+    pool.#counted = true
+    openPools++
+    return pool
+  }
 
   constructor ({ count = POOL_BUFFERS, size = CHUNK } = {}) {
-    if (count < 4) throw new RangeError('a BufferPool needs at least 4 buffers') // readers pause at 1 free
+    if (count < MIN_BUFFERS) throw new RangeError(`a BufferPool needs at least ${MIN_BUFFERS} buffers`)
+    this.size = size
     for (let i = 0; i < count; i++) {
       const buf = Buffer.allocUnsafeSlow(size)
       this.#free.push(buf)
@@ -24,6 +54,11 @@ export class BufferPool {
   }
 
   get available () { return this.#free.length }
+
+  close () {
+    if (this.#counted) openPools--
+    this.#counted = false
+  }
 
   acquire () {
     return this.#free.pop() ?? null
@@ -51,7 +86,9 @@ export class BufferPool {
 export function fileSource (fd, { pool, start = 0, end = Infinity }) {
   let position = start
   return new Readable({
-    highWaterMark: 0,
+    // Reads ahead (up to READ_AHEAD, bounded by the pool): the next chunk comes off the disk while
+    // this one is hashed and sent.
+    highWaterMark: READ_AHEAD,
     read () {
       pool.whenAvailable(() => {
         const buf = pool.acquire()
@@ -81,8 +118,9 @@ export function requestSink (request, { pool, meter }) {
     highWaterMark: 0,
     write (chunk, encoding, callback) {
       meter.update(chunk)
-      const flushed = request.write(chunk, () => pool.release(chunk))
-      if (flushed) callback()
+      request.write(chunk, () => pool.release(chunk))
+      // Keep the socket fed: take the next chunk while this one is still queued, up to SEND_AHEAD.
+      if (request.writableLength <= SEND_AHEAD) callback()
       else request.once('drain', () => callback())
     },
     final (callback) {

@@ -69,6 +69,7 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
   const source = await openSource(job.local, roots)
   const tmp = tempPathOf(backend, job)
   let written = false
+  let pool = null
   try {
     await onStart?.({ size: source.size })
     if (!job.overwrite && await backend.stat(job.remote, { signal })) {
@@ -80,7 +81,7 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     const checksum = await backend.createChecksum?.({ signal }) ?? null
     const meter = new Meter(onProgress, { checksum })
     // Read into reused pool buffers; the target's sink hashes each chunk and gives it back.
-    const pool = new BufferPool()
+    pool = BufferPool.forTransfer()
     const sink = await backend.openWrite(tmp, { size: source.size, signal, blockSize: checksum?.blockSize, pool, meter })
     written = true
     await sent(pipeline(fileSource(source.handle.fd, { pool }), sink.stream, { signal }), sink.done, signal)
@@ -94,6 +95,7 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     written = false
     return { bytes: meter.bytes, size: source.size, sha256, ...(verified && { checksum: verified }) }
   } finally {
+    pool?.close()
     await source.handle.close().catch(() => {})
     if (written && tmp !== job.remote) await backend.remove(tmp).catch(() => {})
   }
@@ -129,7 +131,7 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
   const tmpPath = path.join(dest.dir, downloadTempName(dest, job))
   const live = partials.get(job)
   partials.delete(job)
-  let src, temp, state, failure
+  let src, temp, state, failure, pool
   let published = false
   try {
     let offset = await resumePoint(job, tmpPath, live)
@@ -139,7 +141,7 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
       ? live
       : await hashPrefix(temp.handle, offset, job.remoteVersion, await newChecksum(backend, job, signal))
     // Bodies arrive in reused pool buffers (where the backend can), which PartFile gives back.
-    const pool = new BufferPool()
+    pool = BufferPool.forTransfer()
     src = await backend.openRead(job.remote, { offset, signal, pool, ...(offset && { ifVersion: job.remoteVersion }) })
     if (offset && !continues(src, job, offset)) {
       if (src.offset !== 0) {
@@ -170,6 +172,7 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
     failure = err
     throw err
   } finally {
+    pool?.close()
     src?.stream.destroy()
     await temp?.handle.close().catch(() => {})
     if (!published) {

@@ -8,7 +8,7 @@ import http from 'node:http'
 import { createHash } from 'node:crypto'
 import { pipeline } from 'node:stream/promises'
 import { Writable } from 'node:stream'
-import { BufferPool, fileSource, fileSink, requestSink } from '../src/datapath.js'
+import { BufferPool, poolShape, fileSource, fileSink, requestSink } from '../src/datapath.js'
 import { Meter } from '../src/transfer.js'
 import { pooledGet } from '../src/backends/http-get.js'
 import { readSmall } from '../src/backends/http-util.js'
@@ -75,7 +75,7 @@ describe('pooledGet + fileSink', () => {
     expect(meter.bytes).toBe(40 * MiB + 123)
     expect(meter.digest()).toBe(bigSha)
     expect(await sha256File(out)).toBe(bigSha)
-    expect(pool.available).toBeGreaterThanOrEqual(15) // all back but the one the socket held
+    expect(pool.available).toBeGreaterThanOrEqual(7) // all 8 back but the one the socket held
   })
 
   it('pauses the socket for a slow consumer instead of buffering', async () => {
@@ -153,7 +153,7 @@ describe('fileSource + requestSink', () => {
     expect(res.statusCode).toBe(201)
     expect(meter.digest()).toBe(bigSha)
     expect(await sha256File(path.join(httpd.davDir, 'copy.bin'))).toBe(bigSha)
-    expect(pool.available).toBe(16)
+    expect(pool.available).toBe(8)
   })
 
   it('reads a slice of a file', async () => {
@@ -163,5 +163,30 @@ describe('fileSource + requestSink', () => {
     await pipeline(fileSource(handle.fd, { pool, start: 10, end: 10010 }), slowSink(pool, meter))
     await handle.close()
     expect(meter.bytes).toBe(10000)
+  })
+})
+
+describe('transfer buffer budget', () => {
+  it('gives each transfer a smaller pool as more run at once, within 16 MiB together', () => {
+    expect(poolShape(1)).toEqual({ count: 8, size: 256 * 1024 })
+    expect(poolShape(8)).toEqual({ count: 8, size: 256 * 1024 })
+    expect(poolShape(16)).toEqual({ count: 4, size: 256 * 1024 })
+    expect(poolShape(64)).toEqual({ count: 4, size: 64 * 1024 })
+    expect(poolShape(1000)).toEqual({ count: 4, size: 64 * 1024 }) // the floor: 256 KiB a transfer
+    for (const n of [1, 2, 8, 16, 32, 64]) {
+      const { count, size } = poolShape(n)
+      expect(n * count * size).toBeLessThanOrEqual(16 * MiB)
+    }
+  })
+
+  it('sizes a pool by the transfers open when it starts, and counts closed ones out', () => {
+    const pools = Array.from({ length: 64 }, () => BufferPool.forTransfer())
+    expect([pools[0].available, pools[0].size]).toEqual([8, 256 * 1024])
+    expect([pools[63].available, pools[63].size]).toEqual([4, 64 * 1024])
+    for (const p of pools) p.close()
+    pools[0].close() // twice: counted once
+    const next = BufferPool.forTransfer()
+    expect([next.available, next.size]).toEqual([8, 256 * 1024])
+    next.close()
   })
 })

@@ -8,7 +8,6 @@
 // releases (the sinks in datapath.js do). Other bodies are copied, so readSmall() can drain them.
 import net from 'node:net'
 import { Readable } from 'node:stream'
-import { CHUNK } from '../datapath.js'
 
 const MAX_HEAD = 64 * 1024
 
@@ -47,7 +46,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, pool }) 
       port: Number(u.port || 80),
       onread: {
         // Pool buffers when there are any; a spare one (copied from) when the consumer is behind.
-        buffer: () => pool.acquire() ?? (spare ??= Buffer.allocUnsafeSlow(CHUNK)),
+        buffer: () => pool.acquire() ?? (spare ??= Buffer.allocUnsafeSlow(pool.size)),
         callback: (n, buf) => {
           try {
             onData(buf.subarray(0, n), buf === spare)

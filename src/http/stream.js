@@ -55,38 +55,44 @@ export function streamHandler ({ config, backends, metrics }) {
     const remote = normalizeRemote('/' + [].concat(req.params.remote).join('/'))
     const backend = backends[target]
     const closed = new AbortController()
-    res.once('close', () => closed.abort())
+    // 'close' also follows a complete answer: only a client gone before that aborts the transfer.
+    res.once('close', () => { if (!res.writableFinished) closed.abort() })
     const { signal } = closed
-
-    const st = await backend.stat(remote, { signal })
-    if (!st || st.type === 'dir') throw new RemoteNotFoundError(`${remote} does not exist on ${target}`)
-    const range = parseRange(req.get('range'), st.size)
-    if (range === 'unsatisfiable') {
-      res.set('content-range', `bytes */${st.size}`)
-      throw new RangeNotSatisfiableError(`range ${req.get('range')} is outside the file (${st.size} bytes)`)
-    }
-    const headers = {
-      'content-type': contentType(remote),
-      'accept-ranges': 'bytes',
-      'x-content-type-options': 'nosniff'
-    }
-    if (range) {
-      headers['content-range'] = `bytes ${range.start}-${range.end}/${st.size}`
-      headers['content-length'] = range.end - range.start + 1
-    } else if (st.size !== null) {
-      headers['content-length'] = st.size
-    }
-    if (req.method === 'HEAD') return res.writeHead(range ? 206 : 200, headers).end()
-
-    const pool = new BufferPool()
-    const window = range ? { offset: range.start, length: range.end - range.start + 1 } : {}
-    const src = await backend.openRead(remote, { ...window, signal, pool })
-    res.writeHead(range ? 206 : 200, headers)
-    const counter = { bytes: 0, update (chunk) { this.bytes += chunk.length } } // no hash needed here
     try {
-      await pipeline(src.stream, requestSink(res, { pool, meter: counter }), { signal })
-    } finally {
-      metrics.streamBytes(backend.type, counter.bytes)
+      const st = await backend.stat(remote, { signal })
+      if (!st || st.type === 'dir') throw new RemoteNotFoundError(`${remote} does not exist on ${target}`)
+      const range = parseRange(req.get('range'), st.size)
+      if (range === 'unsatisfiable') {
+        res.set('content-range', `bytes */${st.size}`)
+        throw new RangeNotSatisfiableError(`range ${req.get('range')} is outside the file (${st.size} bytes)`)
+      }
+      const headers = {
+        'content-type': contentType(remote),
+        'accept-ranges': 'bytes',
+        'x-content-type-options': 'nosniff'
+      }
+      if (range) {
+        headers['content-range'] = `bytes ${range.start}-${range.end}/${st.size}`
+        headers['content-length'] = range.end - range.start + 1
+      } else if (st.size !== null) {
+        headers['content-length'] = st.size
+      }
+      if (req.method === 'HEAD') return res.writeHead(range ? 206 : 200, headers).end()
+
+      const pool = BufferPool.forTransfer()
+      const counter = { bytes: 0, update (chunk) { this.bytes += chunk.length } } // no hash needed here
+      try {
+        const window = range ? { offset: range.start, length: range.end - range.start + 1 } : {}
+        const src = await backend.openRead(remote, { ...window, signal, pool })
+        res.writeHead(range ? 206 : 200, headers)
+        await pipeline(src.stream, requestSink(res, { pool, meter: counter }), { signal })
+      } finally {
+        pool.close()
+        metrics.streamBytes(backend.type, counter.bytes)
+      }
+    } catch (err) {
+      if (signal.aborted) return // the client went away: nobody to answer, and not our failure
+      throw err
     }
   }
 }

@@ -18,6 +18,26 @@ const READ_AHEAD = 2 * CHUNK // what a file source reads before it is asked
 const SEND_AHEAD = 4 * CHUNK // what a request sink leaves queued on its socket before it waits
 
 let openPools = 0
+// Buffers of closed pools (one full pool's worth at most), for the next pools: one transfer after
+// another reuses the same memory instead of leaving each pool resident until a garbage
+// collection frees it.
+const SPARE_BYTES = POOL_BUFFERS * CHUNK
+const spareBuffers = new Map()
+let spareBytes = 0
+
+function takeBuffer (size) {
+  const buf = spareBuffers.get(size)?.pop()
+  if (!buf) return Buffer.allocUnsafeSlow(size)
+  spareBytes -= size
+  return buf
+}
+
+function keepBuffer (buf) {
+  if (spareBytes + buf.length > SPARE_BYTES) return
+  if (!spareBuffers.has(buf.length)) spareBuffers.set(buf.length, [])
+  spareBuffers.get(buf.length).push(buf)
+  spareBytes += buf.length
+}
 
 // The count and size of the buffers of one more transfer's pool.
 export function poolShape (transfers) {
@@ -34,6 +54,7 @@ export class BufferPool {
   #owned = new Set()
   #waiters = []
   #counted = false
+  #closed = false
 
   // The pool of a transfer, sized by how many run at once; close() it when the transfer ends.
   static forTransfer () {
@@ -47,7 +68,7 @@ export class BufferPool {
     if (count < MIN_BUFFERS) throw new RangeError(`a BufferPool needs at least ${MIN_BUFFERS} buffers`)
     this.size = size
     for (let i = 0; i < count; i++) {
-      const buf = Buffer.allocUnsafeSlow(size)
+      const buf = takeBuffer(size)
       this.#free.push(buf)
       this.#owned.add(buf.buffer)
     }
@@ -55,9 +76,14 @@ export class BufferPool {
 
   get available () { return this.#free.length }
 
+  // Hands the free buffers on to later pools. One still out (an aborted write owns it) is left to
+  // the garbage collector: release() after close() drops it.
   close () {
     if (this.#counted) openPools--
     this.#counted = false
+    this.#closed = true
+    for (const buf of this.#free) keepBuffer(buf)
+    this.#free = []
   }
 
   acquire () {
@@ -67,7 +93,7 @@ export class BufferPool {
   // Accepts the buffer or any view of it; views of buffers the pool does not own are ignored.
   release (view) {
     const ab = view.buffer
-    if (!this.#owned.has(ab)) return
+    if (this.#closed || !this.#owned.has(ab)) return
     this.#free.push(Buffer.from(ab))
     const waiter = this.#waiters.shift()
     if (waiter) waiter()

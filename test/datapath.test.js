@@ -189,4 +189,20 @@ describe('transfer buffer budget', () => {
     expect([next.available, next.size]).toEqual([8, 256 * 1024])
     next.close()
   })
+
+  it('hands a closed pool\'s free buffers to the next pool, never one still in use', () => {
+    const earlier = new BufferPool({ count: 8, size: 256 * 1024 }) // takes what earlier tests left
+    const first = new BufferPool({ count: 4, size: 256 * 1024 })
+    const out = first.acquire() // e.g. owned by a write still in flight when the transfer ended
+    const free = [first.acquire(), first.acquire(), first.acquire()]
+    for (const b of free) first.release(b)
+    first.close()
+    first.release(out) // too late: dropped, not handed on
+    const second = new BufferPool({ count: 4, size: 256 * 1024 })
+    const got = [second.acquire(), second.acquire(), second.acquire(), second.acquire()]
+    expect(got.filter((b) => free.some((f) => f.buffer === b.buffer))).toHaveLength(3)
+    expect(got.some((b) => b.buffer === out.buffer)).toBe(false)
+    second.close()
+    earlier.close()
+  })
 })

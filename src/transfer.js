@@ -13,6 +13,7 @@ import { openSource, openTemp, resolveDestination } from './paths.js'
 import { BufferPool, fileSource } from './datapath.js'
 import { uploadTempPath } from './backends/index.js'
 import { syncDir } from './store.js'
+import { linkNoReplace } from './publish-local.js'
 import {
   LocalExistsError, RemoteExistsError, SizeMismatchError, Sha256MismatchError, ChecksumMismatchError, SidecarError,
   toSidecarError
@@ -338,10 +339,9 @@ async function lstatOrNull (p) {
 async function publishLocal (from, to, overwrite) {
   if (overwrite) return fs.rename(from, to)
   try {
-    await fs.link(from, to) // fails if the name appeared meanwhile; never replaces it
+    await linkNoReplace(from, to) // fails if the name appeared meanwhile; never replaces it
   } catch (err) {
     if (err.code === 'EEXIST') throw new LocalExistsError(`${to} exists and overwrite is false`)
     throw err
   }
-  await fs.unlink(from)
 }

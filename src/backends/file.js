@@ -5,6 +5,7 @@ import path from 'node:path'
 import { finished } from 'node:stream/promises'
 import { RemoteExistsError, RemoteNotFoundError } from '../errors.js'
 import { syncDir } from '../store.js'
+import { linkNoReplace } from '../publish-local.js'
 import { fileSource, fileSink } from '../datapath.js'
 
 const CHUNK = 1 << 20
@@ -73,12 +74,11 @@ export function createFileBackend (target) {
       } else {
         // link() fails if the name exists, so two jobs cannot both publish without overwrite.
         try {
-          await fs.link(from, to)
+          await linkNoReplace(from, to)
         } catch (err) {
           if (err.code === 'EEXIST') throw new RemoteExistsError(`${remote} exists and overwrite is false`)
           throw err
         }
-        await fs.unlink(from)
       }
       await syncDir(path.dirname(to))
     },

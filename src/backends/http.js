@@ -97,9 +97,13 @@ export function createHttpBackend (target) {
         ? await pooledGet(urlFor(remote), { headers, signal, pool, idleMs: target.timeouts?.idleMs })
         : await send(urlFor(remote), { headers, signal })
       const version = validator(res.headers)
-      if (res.statusCode === 416 && length === undefined && contentRangeSize(res.headers) === offset) {
-        discard(res.body) // resumed at the very end: nothing left to read
-        return { stream: Readable.from([]), size: offset, version, offset }
+      if (res.statusCode === 416 && length === undefined && offset > 0) {
+        // Resumed at the very end: nothing left to read. Apache's 416 carries neither
+        // Content-Range nor a validator; a HEAD tells size and version then.
+        discard(res.body)
+        const st = contentRangeSize(res.headers) === offset ? { size: offset, version } : await this.stat(remote, { signal })
+        if (st?.size === offset) return { stream: Readable.from([]), size: offset, version: st.version ?? version, offset }
+        throw statusError(416, `GET ${remote}: HTTP 416, the range starts at ${offset} and the file has ${st?.size ?? 'no'} bytes`)
       }
       const whole = res.statusCode === 200 && offset > 0 && length === undefined
       if (res.statusCode !== (ranged && !whole ? 206 : 200)) throw await fail(res, `GET ${remote}`)

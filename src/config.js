@@ -26,7 +26,7 @@ const TARGET_KEYS = {
 export const DEFAULTS = Object.freeze({
   port: 8765,
   socketMode: '0660',
-  queue: { limit: 10000, retentionSeconds: 86400 },
+  queue: { limit: 10000, retentionSeconds: 86400, keepFinished: 10000 },
   retry: { attempts: 5, baseDelayMs: 1000, maxDelayMs: 60000 },
   timeouts: { connectMs: 10000, idleMs: 60000 },
   concurrency: 4,

@@ -39,6 +39,8 @@ export class Scheduler {
     this.random = random
     this.jobs = new Map()
     this.unfinished = 0
+    this.finished = new Set() // ids of finished jobs, oldest end first (for queue.keepFinished)
+    this.pruning = null
     this.running = new Map() // id → { controller, promise, startedAt }
     this.persisting = new Map() // id → promise of the first write (for idempotent resubmits)
     this.timers = new Map() // id → retry timer
@@ -74,6 +76,8 @@ export class Scheduler {
       if (job.nextAttemptAt && Date.parse(job.nextAttemptAt) > this.clock()) this.#later(job)
       else this.#enqueue(job)
     }
+    const ended = records.filter((j) => FINAL_STATES.has(j.state)).sort((a, b) => a.finishedAt.localeCompare(b.finishedAt))
+    for (const job of ended) this.finished.add(job.id)
     this.logger.info({ jobs: records.length, unfinished: this.unfinished, requeued }, 'recovered jobs from the journal')
     await this.prune()
     this.pruneTimer = setInterval(() => this.prune().catch((err) => this.logger.error({ err }, 'prune failed')), 60000)
@@ -208,13 +212,25 @@ export class Scheduler {
     }
   }
 
-  async prune () {
+  // Forgets finished jobs older than queue.retentionSeconds, and the oldest beyond
+  // queue.keepFinished (so a burst of jobs cannot hold memory for a whole retention period);
+  // a job whose callback is still being delivered is kept until it is.
+  prune () {
+    this.pruning ??= this.#prune().finally(() => { this.pruning = null })
+    return this.pruning
+  }
+
+  async #prune () {
     const cutoff = this.clock() - this.config.queue.retentionSeconds * 1000
-    for (const job of this.jobs.values()) {
-      if (FINAL_STATES.has(job.state) && Date.parse(job.finishedAt) < cutoff) {
-        this.jobs.delete(job.id)
-        await this.store.remove(job.id)
-      }
+    let excess = this.finished.size - this.config.queue.keepFinished
+    for (const id of this.finished) {
+      const job = this.jobs.get(id)
+      if (excess <= 0 && Date.parse(job.finishedAt) >= cutoff) break
+      if (job.callbackState === 'pending') continue
+      this.finished.delete(id)
+      this.jobs.delete(id)
+      excess--
+      await this.store.remove(id)
     }
   }
 
@@ -321,6 +337,8 @@ export class Scheduler {
     if (job.callback) job.callbackState = 'pending'
     this.unfinished--
     await this.#save(job)
+    this.finished.add(job.id)
+    if (this.finished.size > this.config.queue.keepFinished) this.prune().catch((err) => this.logger.error({ err }, 'prune failed'))
     this.metrics.jobFinished(job)
     const set = this.waiters.get(job.id)
     if (set) for (const fn of [...set]) fn()

@@ -57,6 +57,31 @@ describe('queue', () => {
     expect(journal).not.toContain(json.id)
   })
 
+  it('keeps at most queue.keepFinished finished jobs, forgetting the oldest first, also after a restart', async () => {
+    const dir = await tempDir('keep-root-')
+    const stateDir = await tempDir('keep-state-')
+    const store = await tempDir('keep-store-')
+    const options = { roots: [dir], stateDir, extra: { queue: { keepFinished: 3 } }, targets: { local: { type: 'file', dir: store } } }
+    let keep = await startTestSidecar(options)
+    await fs.writeFile(path.join(dir, 'k'), 'k')
+    const ids = []
+    try {
+      for (let i = 0; i < 6; i++) {
+        const job = await keep.api.run({ direction: 'upload', target: 'local', local: path.join(dir, 'k'), remote: `/k${i}` })
+        expect(job.state).toBe('succeeded')
+        ids.push(job.id)
+      }
+      await keep.scheduler.pruning
+      const statuses = async () => Promise.all(ids.map(async (id) => (await keep.api.job(id)).status))
+      expect(await statuses()).toEqual([404, 404, 404, 200, 200, 200])
+      await keep.stop()
+      keep = await startTestSidecar(options)
+      expect(await statuses()).toEqual([404, 404, 404, 200, 200, 200])
+    } finally {
+      await keep.stop()
+    }
+  })
+
   it('gives the unix socket the configured group', async () => {
     const gid = Number(execFileSync('getent', ['group', 'www-data'], { encoding: 'utf8' }).split(':')[2])
     expect((await fs.stat(sc.socket)).gid).toBe(gid)

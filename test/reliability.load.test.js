@@ -121,7 +121,7 @@ describe('load', () => {
       listen: [`unix:${socket}`],
       stateDir,
       roots: [root],
-      queue: { limit: 2 * BURST, retentionSeconds: 86400 },
+      queue: { limit: 2 * BURST, retentionSeconds: 86400, keepFinished: BURST }, // every id stays queryable
       logLevel: 'info',
       targets: { store: { type: 'file', dir: store, concurrency: 16 } }
     }
@@ -168,7 +168,7 @@ describe('load', () => {
       ['burst, hand-off', `acked upload() from ${PHP_PROCS} PHP processes over the unix socket, file target, concurrency 16`, `${BURST}`,
         `0 lost, 0 errors; median ${median} µs, p99 ${p99} µs per call; ${(BURST / burst.seconds).toFixed(0)} calls/s`],
       ['burst, drain', 'from the first hand-off until no job is unfinished', '1', `${((drained - t0) / 1000).toFixed(1)} s (${((drained - burstDone) / 1000).toFixed(1)} s after the last hand-off); daemon CPU ${cpu.toFixed(0)} s`],
-      ['burst, memory', `daemon VmHWM with ${BURST} jobs retained (retentionSeconds 86400)`, '1', `${mib(peak.hwm)} peak, ${mib(restarted.rss)} after a restart`],
+      ['burst, memory', `daemon VmHWM with ${BURST} jobs retained (keepFinished ${BURST}; the default 10,000 bounds it)`, '1', `${mib(peak.hwm)} peak, ${mib(restarted.rss)} after a restart`],
       ['burst, kill -9', 'restart on the same journal', '1', `ready in ${again.d.readyMs} ms; ${lines.length} journal lines, all ${BURST} ids succeeded`]
     )
     // 100,000 finished jobs are kept for retentionSeconds, each as the job object plus its

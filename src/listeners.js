@@ -4,12 +4,36 @@ import net from 'node:net'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { execFileSync } from 'node:child_process'
+import { InvalidRequestError } from './errors.js'
+import { sendError } from './http/respond.js'
 
 const SERVER_OPTIONS = {
   keepAliveTimeout: 5000,
   headersTimeout: 10000, // slow or stuck clients cannot hold a connection forever
   requestTimeout: 30000,
-  maxHeaderSize: 16 * 1024
+  connectionsCheckingInterval: 1000, // the two timeouts above are checked this often (default 30 s)
+  maxHeaderSize: 16 * 1024,
+  requireHostHeader: false // answered by the app (app.js), with a JSON error like every other one
+}
+
+const CLIENT_ERRORS = {
+  HPE_HEADER_OVERFLOW: `the request head exceeds ${SERVER_OPTIONS.maxHeaderSize} bytes`,
+  ERR_HTTP_REQUEST_TIMEOUT: 'the request was not received in time'
+}
+
+// What node's parser refuses (malformed or oversized heads, bad framing, timeouts) it would answer
+// with a bare 400/431/408; the API answers every error as JSON. Like node's own handler, nothing
+// is written once an answer on this connection has started, and the connection is closed.
+function answerClientError (err, socket) {
+  if (err.code === 'ECONNRESET' || !socket.writable || socket._httpMessage?.headersSent) return socket.destroy()
+  const body = JSON.stringify({ error: { code: 'INVALID_REQUEST', message: CLIENT_ERRORS[err.code] ?? 'malformed HTTP request' } })
+  socket.end('HTTP/1.1 400 Bad Request\r\ncontent-type: application/json; charset=utf-8\r\n' +
+    `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`, () => socket.destroy())
+}
+
+// An Expect other than 100-continue (node would answer a bare 417).
+function answerExpectation (req, res) {
+  sendError(res, new InvalidRequestError('only "Expect: 100-continue" is supported'), null)
 }
 
 // A stale socket file from a crash is removed; a live one (another sidecar) is an error.
@@ -41,6 +65,8 @@ export async function listenAll (app, config) {
   try {
     for (const l of config.listen) {
       const server = http.createServer(SERVER_OPTIONS, app)
+      server.on('clientError', answerClientError)
+      server.on('checkExpectation', answerExpectation)
       if (l.type === 'unix') {
         await fs.mkdir(path.dirname(l.path), { recursive: true, mode: 0o755 })
         await clearStaleSocket(l.path)

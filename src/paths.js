@@ -17,6 +17,7 @@ export function checkLocalSyntax (local, field = 'local') {
   if (typeof local !== 'string' || local.length === 0) throw new InvalidPathError(`${field} must be a non-empty string`)
   if (local.length > MAX_PATH) throw new InvalidPathError(`${field} is longer than ${MAX_PATH} characters`)
   if (CONTROL.test(local)) throw new InvalidPathError(`${field} must not contain NUL or control characters`)
+  if (!local.isWellFormed()) throw new InvalidPathError(`${field} must be valid Unicode (it has a lone surrogate)`)
   if (!path.isAbsolute(local)) throw new InvalidPathError(`${field} must be an absolute path`)
   return path.resolve(local)
 }
@@ -25,6 +26,8 @@ export function normalizeRemote (remote, field = 'remote') {
   if (typeof remote !== 'string' || remote.length === 0) throw new InvalidPathError(`${field} must be a non-empty string`)
   if (remote.length > MAX_PATH) throw new InvalidPathError(`${field} is longer than ${MAX_PATH} characters`)
   if (CONTROL.test(remote)) throw new InvalidPathError(`${field} must not contain NUL or control characters`)
+  // A lone surrogate has no UTF-8 form: URL encoding of it throws (INTERNAL), the file system mangles it.
+  if (!remote.isWellFormed()) throw new InvalidPathError(`${field} must be valid Unicode (it has a lone surrogate)`)
   if (!remote.startsWith('/')) throw new InvalidPathError(`${field} must start with "/"`)
   const segments = remote.split('/').filter((s) => s !== '' && s !== '.')
   if (segments.includes('..')) throw new InvalidPathError(`${field} must not contain ".." segments`)
@@ -46,6 +49,9 @@ async function realOrThrow (p) {
     return await fs.realpath(p)
   } catch (err) {
     if (err.code === 'ENOENT' || err.code === 'ENOTDIR') throw new LocalNotFoundError(`${p} does not exist`)
+    // The caller's path, not our disk: 4xx like the other path errors (not 500 LOCAL_IO).
+    if (err.code === 'ENAMETOOLONG') throw new InvalidPathError(`${p} has a name longer than the file system allows`)
+    if (err.code === 'ELOOP') throw new PathNotAllowedError(`${p} does not resolve: too many levels of symbolic links`)
     throw new LocalIoError(`cannot resolve ${p} (${err.code})`)
   }
 }
@@ -63,7 +69,7 @@ export async function resolveDestination (local, roots) {
   const abs = checkLocalSyntax(local)
   const name = path.basename(abs)
   if (abs === '/' || name === '') throw new InvalidPathError('local must name a file')
-  const dir = await realOrThrow(path.dirname(abs))
+  const dir = await realOrThrow(path.dirname(abs) + '/') // the slash: ENOTDIR unless a directory
   const real = path.join(dir, name)
   if (!isInside(dir, roots) || !isInside(real, roots)) throw notAllowed(local)
   return { dir, name, path: real }
@@ -72,7 +78,9 @@ export async function resolveDestination (local, roots) {
 // Opens an upload source without following a final symlink and re-checks where it really is.
 export async function openSource (local, roots) {
   const real = await resolveSource(local, roots)
-  const handle = await fs.open(real, C.O_RDONLY | C.O_NOFOLLOW).catch((err) => {
+  // O_NONBLOCK: a FIFO put there would otherwise block the open, and with it a thread of the
+  // libuv pool, for good (four of them stop every fs call, the journal's included).
+  const handle = await fs.open(real, C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK).catch((err) => {
     if (err.code === 'ELOOP') throw notAllowed(local)
     throw err
   })
@@ -89,16 +97,17 @@ export async function openSource (local, roots) {
 
 // Opens (creating it if needed) the temporary file of a download next to its final name, confined
 // like the source. Not truncated: a resumed download keeps what an earlier attempt wrote; readable,
-// so that those bytes can be hashed again after a restart.
+// so that those bytes can be hashed again after a restart. The directory is opened and checked
+// first and the file created through it (/proc/self/fd/N/name, as openat would), so a directory
+// swapped for a symlink after it was resolved cannot get a file created outside the roots.
 export async function openTemp (dest, tmpName, roots) {
   const tmpPath = path.join(dest.dir, tmpName)
-  const handle = await fs.open(tmpPath, C.O_RDWR | C.O_CREAT | C.O_NOFOLLOW, 0o640)
+  const dir = await fs.open(dest.dir, C.O_RDONLY | C.O_DIRECTORY)
   try {
-    if (!isInside(path.dirname(await openedPath(handle)), roots)) throw new PathNotAllowedError(`${dest.path} is not inside a configured root`)
+    if (!isInside(await openedPath(dir), roots)) throw new PathNotAllowedError(`${dest.path} is not inside a configured root`)
+    const handle = await fs.open(`/proc/self/fd/${dir.fd}/${tmpName}`, C.O_RDWR | C.O_CREAT | C.O_NOFOLLOW, 0o640)
     return { handle, path: tmpPath }
-  } catch (err) {
-    await handle.close()
-    await fs.unlink(tmpPath).catch(() => {})
-    throw err
+  } finally {
+    await dir.close()
   }
 }

@@ -92,7 +92,13 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
 
   app.use((err, req, res, next) => sendError(res, err, logger))
   const submit = submitHandler({ config, scheduler, logger })
-  return (req, res) => isSubmit(req) ? submit(req, res) : app(req, res)
+  return (req, res) => {
+    // RFC 9112 3.2; node's own check (requireHostHeader) would answer without a JSON body.
+    if (req.headers.host === undefined && req.httpVersion === '1.1') {
+      return sendError(res, new InvalidRequestError('an HTTP/1.1 request needs a Host header'), logger)
+    }
+    return isSubmit(req) ? submit(req, res) : app(req, res)
+  }
 }
 
 function methodNotAllowed (req, res, next) {

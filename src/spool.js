@@ -3,7 +3,7 @@
 // start, on change and every spool.intervalMs; the file is removed once the job is in the journal.
 // The id makes this idempotent: a job both spooled and accepted over the socket runs once.
 import fs from 'node:fs/promises'
-import { watch } from 'node:fs'
+import { watch, constants as C } from 'node:fs'
 import path from 'node:path'
 
 const NAME = /^([A-Za-z0-9_-]{8,64})\.json$/
@@ -30,17 +30,22 @@ export function createSpool ({ config, scheduler, logger, metrics }) {
     const file = path.join(dir, name)
     let body
     try {
-      const handle = await fs.open(file, 'r')
+      // The spool is writable by PHP: no symlink (it would make us read any file and quote it in
+      // rejected/), and no FIFO or device (opened non-blocking, then refused: a FIFO would hang).
+      const handle = await fs.open(file, C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK)
       try {
-        const { size } = await handle.stat()
-        if (size > MAX_BYTES) return reject(name, { code: 'PAYLOAD_TOO_LARGE', message: `over ${MAX_BYTES} bytes` })
+        const st = await handle.stat()
+        if (!st.isFile()) return reject(name, { code: 'INVALID_REQUEST', message: 'not a regular file' })
+        if (st.size > MAX_BYTES) return reject(name, { code: 'PAYLOAD_TOO_LARGE', message: `over ${MAX_BYTES} bytes` })
         body = JSON.parse(await handle.readFile('utf8'))
       } finally {
         await handle.close()
       }
     } catch (err) {
       if (err.code === 'ENOENT') return
-      return reject(name, { code: 'INVALID_JSON', message: err.message })
+      if (err.code === 'ELOOP') return reject(name, { code: 'INVALID_REQUEST', message: 'a symbolic link' })
+      // Not err.message: JSON.parse quotes the content.
+      return reject(name, { code: 'INVALID_JSON', message: 'the file is not valid JSON' })
     }
     if (body?.id !== id) return reject(name, { code: 'INVALID_REQUEST', message: 'the file name must be <id>.json of the job it holds' })
     try {

@@ -6,6 +6,7 @@ import path from 'node:path'
 import http from 'node:http'
 import net from 'node:net'
 import crypto from 'node:crypto'
+import { execFileSync } from 'node:child_process'
 import { request } from 'undici'
 import { startHttpd } from './harness/httpd.js'
 import { startHdfs } from './harness/hdfs.js'
@@ -96,6 +97,38 @@ describe('spool', () => {
     const reason = JSON.parse(await fs.readFile(path.join(rejected, 'bad-job-00001.json.error.json'), 'utf8'))
     expect(reason.error.code).toBe('PATH_NOT_ALLOWED')
     expect((await api.job('bad-job-00001')).status).toBe(404)
+  })
+
+  // The spool is writable by PHP: a symlink must not make the daemon read (and quote) any file,
+  // a FIFO must not hang the scan.
+  it('rejects a symlink and a FIFO without reading through them, and goes on ingesting', async () => {
+    const secret = path.join(await tempDir('spool-secret-'), 'secret.txt')
+    await fs.writeFile(secret, 'TOPSECRET-' + 'x'.repeat(50))
+    await fs.symlink(secret, spoolFile('link-job-0001'))
+    execFileSync('mkfifo', [spoolFile('fifo-job-0001')])
+    const rejected = path.join(sc.config.spool.dir, 'rejected')
+    await waitFor(async () => {
+      const names = await fs.readdir(rejected).catch(() => [])
+      return names.includes('link-job-0001.json.error.json') && names.includes('fifo-job-0001.json.error.json')
+    })
+    for (const id of ['link-job-0001', 'fifo-job-0001']) {
+      const text = await fs.readFile(path.join(rejected, `${id}.json.error.json`), 'utf8')
+      expect(JSON.parse(text).error.code).toBe('INVALID_REQUEST')
+      expect(text).not.toContain('TOPSECRET')
+    }
+    await fs.writeFile(path.join(root, 'after.txt'), 'after')
+    await fs.writeFile(spoolFile('after-job-0001'), JSON.stringify({ id: 'after-job-0001', direction: 'upload', target: 'local', local: path.join(root, 'after.txt'), remote: '/after.txt' }))
+    expect((await api.job('after-job-0001', 0)).status).toBe(404)
+    await waitFor(async () => (await api.job('after-job-0001')).status === 200)
+  })
+
+  it('rejects invalid JSON without quoting the content', async () => {
+    await fs.writeFile(spoolFile('json-job-0001'), 'TOPSECRET-not-json')
+    const file = path.join(sc.config.spool.dir, 'rejected', 'json-job-0001.json.error.json')
+    await waitFor(async () => fs.access(file).then(() => true, () => false))
+    const text = await fs.readFile(file, 'utf8')
+    expect(JSON.parse(text).error.code).toBe('INVALID_JSON')
+    expect(text).not.toContain('TOPSECRET')
   })
 })
 

@@ -40,7 +40,7 @@ function notAllowed (local) {
 }
 
 // The path the kernel actually opened, so a symlink swapped in after our check cannot fool us.
-async function openedPath (handle) {
+export async function openedPath (handle) {
   return fs.readlink(`/proc/self/fd/${handle.fd}`)
 }
 

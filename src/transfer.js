@@ -9,7 +9,7 @@ import { createReadStream } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { createHash } from 'node:crypto'
-import { openSource, openTemp, resolveDestination } from './paths.js'
+import { isInside, openedPath, openSource, openTemp, resolveDestination } from './paths.js'
 import { BufferPool, fileSource } from './datapath.js'
 import { uploadTempPath } from './backends/index.js'
 import { syncDir } from './store.js'
@@ -175,11 +175,16 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
   } finally {
     pool?.close()
     src?.stream.destroy()
+    const discard = !published && !keepForResume(failure, signal)
+    // Where the temp file really is: its directory may have been moved (and a symlink put in its
+    // place) during the transfer, and then tmpPath no longer names it.
+    const opened = discard && temp ? await openedPath(temp.handle).catch(() => null) : null
     await temp?.handle.close().catch(() => {})
-    if (!published) {
+    if (discard) {
+      await fs.unlink(opened && isInside(opened, roots) ? opened : tmpPath).catch(() => {})
+    } else if (!published) {
       const kept = state ?? live // before a new state exists, the file is as the last attempt left it
-      if (!keepForResume(failure, signal)) await fs.unlink(tmpPath).catch(() => {})
-      else if (kept && !kept.digested && !kept.stale) partials.set(job, kept)
+      if (kept && !kept.digested && !kept.stale) partials.set(job, kept)
     }
   }
 }

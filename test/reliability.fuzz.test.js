@@ -553,9 +553,9 @@ describe('hostile input: job API of a spawned daemon', () => {
       const job = await api(main).job(r.json.id, 60)
       expect(job.state).toBe('failed')
       expect(diffSnapshots(before.sentinel, await snapshot(sentinel.dir))).toEqual([])
-      // Not asserted (src/transfer.js removes the temp file by its path, now through the symlink):
-      // whether the partial file stayed behind in the moved-away directory, inside the root.
+      // The temp file is removed where it really is (its directory moved), not through the symlink.
       const left = (await fs.readdir(d + '.gone')).filter((n) => n.endsWith('.part'))
+      expect(left).toEqual([])
       stats.figures.push(['TOCTOU download', `running (bytes > 0), dir → symlink to sentinel/dir, overwrite=${overwrite}`, 1, `failed ${job.error.code}, sentinel unchanged; temp file left in the moved-away dir: ${left.length}`])
     }
   })

@@ -331,8 +331,9 @@ export class Scheduler {
 
   async #finish (job, state, err) {
     delete job.phase
-    // A failed or cancelled download may have kept its temp file for a resume that will not come.
-    if (state !== 'succeeded') await discardPartial(job, { roots: this.config.roots }).catch(() => {})
+    // A failed or cancelled download may have kept its temp file for a resume that will not come;
+    // a failed or cancelled upload may see its temp name come back from a request it cut.
+    if (state !== 'succeeded') await discardPartial(job, { roots: this.config.roots, backend: this.backends[job.target] }).catch(() => {})
     Object.assign(job, { state, error: err ? err.toJSON() : null, finishedAt: this.now(), nextAttemptAt: null })
     if (job.callback) job.callbackState = 'pending'
     this.unfinished--

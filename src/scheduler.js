@@ -175,6 +175,9 @@ export class Scheduler {
   async cancel (id) {
     const job = this.get(id)
     if (FINAL_STATES.has(job.state)) throw new JobFinishedError(`job ${id} already ${job.state}`)
+    // Verified and being published (maybe already renamed into place by the server, its answer
+    // lost): too late to cancel; the job ends as its publish does.
+    if (job.phase === 'publishing') throw new JobFinishedError(`job ${id} is publishing its verified file; too late to cancel`)
     const run = this.running.get(id)
     if (run) {
       run.controller.abort('cancel')

@@ -92,7 +92,9 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     verify({ bytes: stored?.size, size: meter.bytes, what: `${job.target}:${tmp}` })
     const verified = checksum && await backend.verifyChecksum(tmp, checksum.digest(), { signal, status: stored })
     await onVerified?.({ bytes: meter.bytes, sha256 })
-    if (tmp !== job.remote) await backend.publish(tmp, job.remote, { overwrite: job.overwrite, size: meter.bytes, signal })
+    // Verified and journaled as publishing: from here on a cancel is refused (see Scheduler.cancel)
+    // and the publish runs to its end (bounded by idleMs), as the server may already have done it.
+    if (tmp !== job.remote) await backend.publish(tmp, job.remote, { overwrite: job.overwrite, size: meter.bytes })
     written = false
     return { bytes: meter.bytes, size: source.size, sha256, ...(verified && { checksum: verified }) }
   } finally {
@@ -331,7 +333,7 @@ export async function finishPublish (job, { backend, roots, signal }) {
   const tmp = tempPathOf(backend, job)
   const temp = tmp === job.remote ? null : await backend.stat(tmp, { signal })
   if (temp?.size === job.bytes) {
-    await backend.publish(tmp, job.remote, { overwrite: job.overwrite, size: job.bytes, signal })
+    await backend.publish(tmp, job.remote, { overwrite: job.overwrite, size: job.bytes }) // not cancellable, see upload()
     return result
   }
   if (!temp && (await backend.stat(job.remote, { signal }))?.size === job.bytes) return result

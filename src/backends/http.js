@@ -126,12 +126,19 @@ export function createHttpBackend (target) {
       return { stream: pool ? requestSink(put.stream, { pool, meter }) : put.stream, done }
     },
 
-    async publish (tmp, remote, { overwrite, signal } = {}) {
+    async publish (tmp, remote, { overwrite, size, signal } = {}) {
       const res = await send(urlFor(tmp), {
         method: 'MOVE',
         headers: { destination: urlFor(remote).href, overwrite: overwrite ? 'T' : 'F' },
         signal
       })
+      // A MOVE whose answer was lost, sent again, finds its source gone: the temp name is this
+      // job's alone, so a destination of our size means the first one was done (as webhdfs RENAME).
+      if (res.statusCode === 404 && size !== undefined) {
+        await drain(res.body)
+        if ((await this.stat(remote, { signal }))?.size === size) return
+        throw statusError(404, `MOVE to ${remote}: HTTP 404, and ${remote} is not there`)
+      }
       if (res.statusCode !== 201 && res.statusCode !== 204) throw await fail(res, `MOVE to ${remote}`)
       await drain(res.body)
     },

@@ -90,7 +90,7 @@ function datanodeBlamesNamenode (err) {
 }
 
 function isNoDatanodeLeft (err) {
-  return err instanceof RemoteUnavailableError && err.details?.exception === 'IOException' && /Failed to find datanode/i.test(err.message)
+  return err instanceof RemoteUnavailableError && err.details?.exception === 'IOException' && /Failed to find datanode|No active nodes contain this block/i.test(err.message)
 }
 
 const silent = { info () {}, warn () {}, debug () {} }

@@ -7,6 +7,7 @@
 //   proxy.fault({ stallAfter: 1 << 20 })      // stop forwarding after 1 MiB; sockets stay open
 //   proxy.fault({ rate: 2 << 20 })            // trickle at 2 MiB/s
 //   proxy.fault({ corruptAt: 1000, direction: 'up' })        // flip one byte the client sends
+//   proxy.fault({ status: 503, connections: 3 })             // answer 503 three times, then pass
 //   proxy.fault({ ..., connections: 1, match: /op=OPEN/ })   // once, on a connection with such a request
 //   proxy.fault(null)                         // behave again
 //   await proxy.refuse()                      // a crash: open connections reset, new ones refused
@@ -18,8 +19,12 @@
 // also on a keep-alive connection. `rewrite: [[from, to]]` replaces strings of equal length in
 // everything the server sends: a namenode proxy can point the Locations it hands out at a second
 // proxy in front of the datanode (five-digit ports on both sides, so Content-Length stays right).
+// `status` answers the request itself, as a failing gateway would: the status line, a short text
+// body (`body`) and `Connection: close`, then a half-close; nothing reaches the server and what the
+// client still sends is read and dropped (`stats.answered` counts these answers).
 // Stop with `await proxy.stop()`.
 import net from 'node:net'
+import { STATUS_CODES } from 'node:http'
 
 const REQUEST_LINE = /(?:^|\r\n)((?:GET|PUT|POST|DELETE|HEAD|MKCOL|MOVE|OPTIONS) \S+ HTTP\/1\.[01])\r\n/g
 
@@ -34,7 +39,7 @@ export async function startTcpProxy ({ target, rewrite = [] }) {
   let plan = null // the fault to apply to the next connections
   let server
   let listenPort = 0
-  const stats = { connections: 0, faulted: 0 }
+  const stats = { connections: 0, faulted: 0, answered: 0 }
 
   function listen () {
     server = net.createServer(onConnection)
@@ -59,7 +64,7 @@ export async function startTcpProxy ({ target, rewrite = [] }) {
     client.pause()
     const upstream = net.connect({ host, port })
     track(upstream)
-    const conn = { fault: null, heads: '', stalled: false }
+    const conn = { fault: null, heads: '', stalled: false, answered: false }
     if (!plan?.match) takeFault(conn)
     upstream.once('connect', () => client.resume())
     pump(client, upstream, 'up', conn)
@@ -124,6 +129,10 @@ export async function startTcpProxy ({ target, rewrite = [] }) {
 
   async function deliver (to, data, direction, conn, from) {
     const f = conn.fault
+    if (f?.status !== undefined) {
+      if (direction === 'up' && !conn.answered) answer(from, to, conn, f)
+      if (conn.answered) return
+    }
     if (!f || (f.direction ?? 'down') !== direction || conn.stalled) return write(to, data)
     if (f.corruptAt !== undefined && f.corruptAt >= f.seen && f.corruptAt < f.seen + data.length) {
       data = Buffer.from(data)
@@ -157,6 +166,18 @@ export async function startTcpProxy ({ target, rewrite = [] }) {
     }
     f.seen += data.length
     return write(to, data)
+  }
+
+  // Answers the client's request with `f.status` instead of the server (see `status` above).
+  function answer (client, server, conn, f) {
+    conn.answered = true
+    stats.answered++
+    const body = f.body ?? `${f.status} from tcp-proxy\n`
+    client.end(`HTTP/1.1 ${f.status} ${STATUS_CODES[f.status] ?? 'Status'}\r\ncontent-type: text/plain\r\n` +
+      `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+    server.destroy()
+    // A client that never closes its side is dropped after a while.
+    setTimeout(() => client.destroy(), 5000).unref()
   }
 
   function write (to, data) {

@@ -244,13 +244,23 @@ async function hashPrefix (handle, length, version, checksum) {
 // The sink of a download: writes each batch at its position and hashes it meanwhile (the disk
 // and the CPU overlap). `state.bytes` counts only what was written, so that after a failure the
 // state describes the file, unless a write failed after its bytes were hashed: then it is marked
-// stale and a resume hashes the file again. fdatasync at the end.
+// stale and a resume hashes the file again. fdatasync about every 64 MiB in the background, so the
+// disk writes back while the network still delivers, and the one at the end is short.
+const SYNC_EVERY = 64 * 1024 * 1024
 class PartFile extends Writable {
   constructor (handle, state, pool = null) {
     super({ highWaterMark: CHUNK })
     this.handle = handle
     this.state = state
     this.pool = pool
+    this.syncedAt = state.bytes
+    this.syncing = null
+  }
+
+  #syncInBackground () {
+    if (this.syncing || this.state.bytes - this.syncedAt < SYNC_EVERY) return
+    const at = this.state.bytes
+    this.syncing = this.handle.datasync().then(() => { this.syncedAt = at }, () => {}).finally(() => { this.syncing = null })
   }
 
   _write (chunk, encoding, callback) {
@@ -271,6 +281,7 @@ class PartFile extends Writable {
     writing.then(() => {
       release()
       state.bytes += size
+      this.#syncInBackground()
       callback()
     }, (err) => {
       release()
@@ -280,7 +291,7 @@ class PartFile extends Writable {
   }
 
   _final (callback) {
-    this.handle.datasync().then(() => callback(), callback)
+    Promise.resolve(this.syncing).then(() => this.handle.datasync()).then(() => callback(), callback)
   }
 }
 

@@ -104,11 +104,6 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
   }
 }
 
-// A server may still be finishing the request we cut (a datanode creating the file, httpd writing
-// it) when our removal arrives, and leave the temp name behind after it: once an upload has ended
-// failed or cancelled (no attempt will use the name again), its temp name is removed again later.
-const SWEEP_AFTER_MS = [1000, 5000, 20000]
-
 // Waits for the request body to be sent and the server's answer to it.
 async function sent (piping, answer, signal) {
   answer.catch(() => {}) // awaited below; not an unhandled rejection if the body fails first
@@ -312,6 +307,11 @@ async function writeAll (handle, buffers, position) {
 const downloadTempName = (dest, job) => `.${dest.name}.${job.id}.part`
 
 // The temp file of a download that ended without success (kept for a resume that will not come).
+// A server may still be finishing the request we cut (a datanode creating the file, httpd writing
+// it) when our removal arrives, and leave the temp name behind after it: once an upload has ended
+// failed or cancelled (no attempt will use the name again), its temp name is removed again later.
+const SWEEP_AFTER_MS = [1000, 5000, 20000]
+
 export async function discardPartial (job, { roots, backend }) {
   partials.delete(job)
   if (job.direction === 'upload') {

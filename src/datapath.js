@@ -25,9 +25,10 @@ const SPARE_BYTES = POOL_BUFFERS * CHUNK
 const spareBuffers = new Map()
 let spareBytes = 0
 
+// Shared memory, so that the hashing thread (digest.js) reads chunks where they are.
 function takeBuffer (size) {
   const buf = spareBuffers.get(size)?.pop()
-  if (!buf) return Buffer.allocUnsafeSlow(size)
+  if (!buf) return Buffer.from(new SharedArrayBuffer(size))
   spareBytes -= size
   return buf
 }
@@ -51,7 +52,7 @@ export function poolShape (transfers) {
 
 export class BufferPool {
   #free = []
-  #owned = new Set()
+  #holds = new Map() // backing memory of each buffer of the pool → holds on it while it is out
   #waiters = []
   #counted = false
   #closed = false
@@ -70,7 +71,7 @@ export class BufferPool {
     for (let i = 0; i < count; i++) {
       const buf = takeBuffer(size)
       this.#free.push(buf)
-      this.#owned.add(buf.buffer)
+      this.#holds.set(buf.buffer, 0)
     }
   }
 
@@ -87,13 +88,29 @@ export class BufferPool {
   }
 
   acquire () {
-    return this.#free.pop() ?? null
+    const buf = this.#free.pop()
+    if (!buf) return null
+    this.#holds.set(buf.buffer, 1)
+    return buf
   }
 
-  // Accepts the buffer or any view of it; views of buffers the pool does not own are ignored.
+  // One more user of a buffer that is out (acquired), which must release it too; false when the
+  // pool does not own the view's memory or is closed.
+  hold (view) {
+    const n = this.#holds.get(view.buffer)
+    if (this.#closed || !n) return false
+    this.#holds.set(view.buffer, n + 1)
+    return true
+  }
+
+  // Accepts the buffer or any view of it; views of buffers the pool does not own are ignored. The
+  // buffer is free again when every holder has released it.
   release (view) {
     const ab = view.buffer
-    if (this.#closed || !this.#owned.has(ab)) return
+    const n = this.#holds.get(ab)
+    if (this.#closed || !n) return
+    this.#holds.set(ab, n - 1)
+    if (n > 1) return
     this.#free.push(Buffer.from(ab))
     const waiter = this.#waiters.shift()
     if (waiter) waiter()

@@ -11,6 +11,7 @@ import path from 'node:path'
 import { createHash } from 'node:crypto'
 import { isInside, openedPath, openSource, openTemp, resolveDestination } from './paths.js'
 import { BufferPool, fileSource } from './datapath.js'
+import { Digest } from './digest.js'
 import { uploadTempPath } from './backends/index.js'
 import { syncDir } from './store.js'
 import { linkNoReplace } from './publish-local.js'
@@ -27,19 +28,19 @@ const SERVER_ANSWER_GRACE_MS = 1000
 // Errors after which the bytes of a partial download are suspect: start over rather than resume.
 const CONTENT_ERRORS = [SizeMismatchError, Sha256MismatchError, ChecksumMismatchError]
 
+// Counts the bytes and hashes them (digest.js: sha256 and the target's checksum, in the hashing
+// thread when `size` is large; chunks of `pool` are held until hashed).
 export class Meter extends Transform {
-  constructor (onProgress, { start = 0, hash = true, checksum = null } = {}) {
+  constructor (onProgress, { start = 0, hash = true, checksum = null, pool = null, size = null } = {}) {
     super({ highWaterMark: CHUNK })
-    this.hash = hash ? createHash('sha256') : null
-    this.checksum = checksum
+    this.digester = hash ? new Digest({ checksum, pool, size }) : null
     this.bytes = start
     this.onProgress = onProgress
   }
 
   // Also called directly by the sinks of datapath.js, which hash as they write.
   update (chunk) {
-    this.hash?.update(chunk)
-    this.checksum?.update(chunk)
+    this.digester?.update(chunk)
     this.bytes += chunk.length
     this.onProgress?.(this.bytes)
   }
@@ -49,8 +50,13 @@ export class Meter extends Transform {
     callback(null, chunk)
   }
 
+  // { sha256, checksum } once every chunk is hashed.
   digest () {
-    return this.hash.digest('hex')
+    return this.digester.digest()
+  }
+
+  dispose () {
+    this.digester?.dispose()
   }
 }
 
@@ -71,6 +77,7 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
   const tmp = tempPathOf(backend, job)
   let written = false
   let pool = null
+  let meter = null
   try {
     await onStart?.({ size: source.size })
     if (!job.overwrite && await backend.stat(job.remote, { signal })) {
@@ -80,17 +87,17 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     // removing it first lets this attempt create it afresh instead of waiting for lease recovery.
     if (job.attempts > 1 && tmp !== job.remote) await backend.remove(tmp, { signal }).catch(() => {})
     const checksum = await backend.createChecksum?.({ signal }) ?? null
-    const meter = new Meter(onProgress, { checksum })
     // Read into reused pool buffers; the target's sink hashes each chunk and gives it back.
     pool = BufferPool.forTransfer()
+    meter = new Meter(onProgress, { checksum, pool, size: source.size })
     const sink = await backend.openWrite(tmp, { size: source.size, signal, blockSize: checksum?.blockSize, pool, meter })
     written = true
     await sent(pipeline(fileSource(source.handle.fd, { pool }), sink.stream, { signal }), sink.done, signal)
-    const sha256 = meter.digest()
+    const { sha256, checksum: ours } = await meter.digest()
     verify({ bytes: meter.bytes, size: source.size, sha256, expected: job.expectedSha256, what: job.local })
     const stored = await backend.stat(tmp, { signal })
     verify({ bytes: stored?.size, size: meter.bytes, what: `${job.target}:${tmp}` })
-    const verified = checksum && await backend.verifyChecksum(tmp, checksum.digest(), { signal, status: stored })
+    const verified = checksum && await backend.verifyChecksum(tmp, ours, { signal, status: stored })
     await onVerified?.({ bytes: meter.bytes, sha256 })
     // Verified and journaled as publishing: from here on a cancel is refused (see Scheduler.cancel)
     // and the publish runs to its end (bounded by idleMs), as the server may already have done it.
@@ -98,6 +105,7 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     written = false
     return { bytes: meter.bytes, size: source.size, sha256, ...(verified && { checksum: verified }) }
   } finally {
+    meter?.dispose()
     pool?.close()
     await source.handle.close().catch(() => {})
     if (written && tmp !== job.remote) await backend.remove(tmp).catch(() => {})
@@ -140,11 +148,18 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
     let offset = await resumePoint(job, tmpPath, live)
     temp = await openTemp(dest, downloadTempName(dest, job), roots)
     await temp.handle.truncate(offset) // drops bytes written but never hashed
-    state = live && live.bytes === offset && live.version === job.remoteVersion
-      ? live
-      : await hashPrefix(temp.handle, offset, job.remoteVersion, await newChecksum(backend, job, signal))
     // Bodies arrive in reused pool buffers (where the backend can), which PartFile gives back.
     pool = BufferPool.forTransfer()
+    if (live && live.bytes === offset && live.version === job.remoteVersion) {
+      state = live
+      state.digest.pool = pool
+    } else {
+      live?.digest.dispose()
+      // A fresh download's digest waits for the size (it decides where to hash); a resumed one
+      // hashes what is on disk first.
+      const checksum = await newChecksum(backend, job, signal)
+      state = offset ? await hashPrefix(temp.handle, offset, job.remoteVersion, { checksum, pool, size: job.size }) : await newState(temp.handle, checksum)
+    }
     src = await backend.openRead(job.remote, { offset, signal, pool, ...(offset && { ifVersion: job.remoteVersion }) })
     if (offset && !continues(src, job, offset)) {
       if (src.offset !== 0) {
@@ -153,8 +168,10 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
       }
       offset = 0
       await temp.handle.truncate(0)
-      state = await hashPrefix(temp.handle, 0, src.version, await newChecksum(backend, job, signal))
+      state.digest?.dispose()
+      state = await newState(temp.handle, await newChecksum(backend, job, signal))
     }
+    state.digest ??= new Digest({ checksum: state.checksum, pool, size: src.size })
     state.version = src.version
     // Journaled (the remote's version) while the bytes already flow; see resumePoint.
     const started = onStart?.({ size: src.size, version: src.version ?? null, resumedFrom: offset })
@@ -162,10 +179,10 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
       pipeline(src.stream, new Meter(onProgress, { start: offset, hash: false }), new PartFile(temp.handle, state, pool), { signal }),
       started
     ])
-    const sha256 = state.sha256.digest('hex')
     state.digested = true
+    const { sha256, checksum: ours } = await state.digest.digest()
     verify({ bytes: state.bytes, size: src.size, sha256, expected: job.expectedSha256, what: `${job.target}:${job.remote}` })
-    const verified = state.checksum && await backend.verifyChecksum(job.remote, state.checksum.digest(), { signal, status: src.status })
+    const verified = state.checksum && await backend.verifyChecksum(job.remote, ours, { signal, status: src.status })
     await onVerified?.({ bytes: state.bytes, sha256 })
     await publishLocal(temp.path, dest.path, job.overwrite)
     await syncDir(dest.dir)
@@ -186,8 +203,10 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
       await fs.unlink(opened && isInside(opened, roots) ? opened : tmpPath).catch(() => {})
     } else if (!published) {
       const kept = state ?? live // before a new state exists, the file is as the last attempt left it
-      if (kept && !kept.digested && !kept.stale) partials.set(job, kept)
+      if (kept && !kept.digested && !kept.stale && kept.digest) partials.set(job, kept)
+      else kept?.digest?.dispose()
     }
+    if (discard) state?.digest?.dispose()
   }
 }
 
@@ -218,17 +237,21 @@ function keepForResume (err, signal) {
   return e.retryable && !CONTENT_ERRORS.some((cls) => e instanceof cls)
 }
 
-// Hashes the first `length` bytes of the temp file again: the state a resumed download continues
-// (sha256, the target's checksum, bytes hashed, and which file of which remote version they are).
-async function hashPrefix (handle, length, version, checksum) {
-  const state = { sha256: createHash('sha256'), checksum, bytes: 0, ino: (await handle.stat()).ino, version, digested: false, stale: false }
-  if (length === 0) return state
-  const read = createReadStream(null, { fd: handle, start: 0, end: length - 1, autoClose: false, highWaterMark: CHUNK })
-  await pipeline(read, new Writable({
-    highWaterMark: CHUNK,
+// What a download's sink keeps of the bytes on disk: their digest (sha256 and the target's
+// checksum), how many, and which file of which remote version they are.
+async function newState (handle, checksum, version = null) {
+  return { digest: null, checksum, bytes: 0, ino: (await handle.stat()).ino, version, digested: false, stale: false }
+}
+
+// Hashes the first `length` bytes of the temp file again: the state a resumed download continues.
+async function hashPrefix (handle, length, version, { checksum, pool, size }) {
+  const state = await newState(handle, checksum, version)
+  state.digest = new Digest({ checksum, pool, size: Math.max(size ?? 0, length) })
+  await pipeline(fileSource(handle.fd, { pool, end: length }), new Writable({
+    highWaterMark: 0,
     write (chunk, encoding, callback) {
-      state.sha256.update(chunk)
-      state.checksum?.update(chunk)
+      state.digest.update(chunk)
+      pool.release(chunk)
       state.bytes += chunk.length
       callback()
     }
@@ -268,8 +291,7 @@ class PartFile extends Writable {
     const writing = writeAll(this.handle, buffers, state.bytes)
     let size = 0
     for (const b of buffers) {
-      state.sha256.update(b)
-      state.checksum?.update(b)
+      state.digest.update(b)
       size += b.length
     }
     const release = () => { for (const b of buffers) this.pool?.release(b) }
@@ -313,6 +335,7 @@ const downloadTempName = (dest, job) => `.${dest.name}.${job.id}.part`
 const SWEEP_AFTER_MS = [1000, 5000, 20000]
 
 export async function discardPartial (job, { roots, backend }) {
+  partials.get(job)?.digest.dispose()
   partials.delete(job)
   if (job.direction === 'upload') {
     const tmp = tempPathOf(backend, job)

@@ -10,12 +10,29 @@ const ERROR_BODY_LIMIT = 64 * 1024
 
 const timeoutError = (message) => Object.assign(new Error(message), { code: 'ETIMEDOUT' })
 
+// Destroys `req` with ETIMEDOUT when its socket is idle for `idleMs`, or (with `connectMs`) when
+// its connection is not made in time.
+function armTimeouts (req, host, { idleMs, connectMs = 0 }) {
+  req.setTimeout(idleMs, () => req.destroy(timeoutError(`no progress from ${host} for ${idleMs} ms`)))
+  if (!connectMs) return
+  const timer = setTimeout(() => req.destroy(timeoutError(`no connection to ${host} within ${connectMs} ms`)), connectMs)
+  req.once('socket', (socket) => {
+    if (socket.connecting) socket.once('connect', () => clearTimeout(timer))
+    else clearTimeout(timer)
+  })
+  req.once('close', () => clearTimeout(timer))
+}
+
+// Methods that may be sent again when a reused keep-alive socket turns out closed (RFC 9110
+// 9.2.2); others (POST, MOVE, MKCOL) are sent again only by callers that cope with a repeat.
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'PROPFIND'])
+
 // The client of the small requests (namenode calls, MKCOL, HEAD, MOVE, DELETE, callbacks): node:http
 // with one keep-alive pool per scheme. Not undici: its WebAssembly HTTP parser costs this daemon
 // 20–28 MiB of RSS (compiled at import, then tiered up) against a budget of 64 MiB, and node's own
 // parser is already in the binary. Free sockets are closed after 4 s, before servers do (Apache's
-// KeepAliveTimeout is 5 s); a request that still meets a reused socket closing under it is sent
-// once more, as it never reached the server.
+// KeepAliveTimeout is 5 s); an idempotent request (or one sent with `resend: true`) that still
+// meets a reused socket closing under it is sent once more.
 export function createHttpClient ({ connectMs = 10000, idleMs = 60000, maxSockets = 64 } = {}) {
   const options = { keepAlive: true, keepAliveMsecs: 30000, maxSockets, maxFreeSockets: maxSockets, timeout: 4000, scheduling: 'lifo' }
   const agents = { 'http:': new http.Agent(options), 'https:': new https.Agent(options) }
@@ -24,19 +41,12 @@ export function createHttpClient ({ connectMs = 10000, idleMs = 60000, maxSocket
     return new Promise((resolve, reject) => {
       const mod = url.protocol === 'https:' ? https : http
       const req = mod.request(url, { method, headers, signal, agent: agents[url.protocol] })
-      const connectTimer = setTimeout(() => req.destroy(timeoutError(`no connection to ${url.host} within ${connectMs} ms`)), connectMs)
-      req.once('socket', (socket) => {
-        if (socket.connecting) socket.once('connect', () => clearTimeout(connectTimer))
-        else clearTimeout(connectTimer)
-      })
-      req.setTimeout(idleMs, () => req.destroy(timeoutError(`no answer from ${url.host} for ${idleMs} ms`)))
+      armTimeouts(req, url.host, { idleMs, connectMs })
       req.once('error', (err) => {
-        clearTimeout(connectTimer)
         err.reusedSocket = req.reusedSocket
         reject(err)
       })
       req.once('response', (res) => {
-        clearTimeout(connectTimer)
         // From now on an error belongs to the body.
         req.removeAllListeners('error')
         req.on('error', (err) => res.destroy(err))
@@ -47,12 +57,12 @@ export function createHttpClient ({ connectMs = 10000, idleMs = 60000, maxSocket
   }
 
   return {
-    async send (url, { method = 'GET', headers, body, signal } = {}) {
+    async send (url, { method = 'GET', headers, body, signal, resend = IDEMPOTENT.has(method) } = {}) {
       url = typeof url === 'string' ? new URL(url) : url
       try {
         return await once(url, { method, headers, body, signal })
       } catch (err) {
-        if (!err.reusedSocket || err.code !== 'ECONNRESET' || signal?.aborted) throw err
+        if (!resend || !err.reusedSocket || err.code !== 'ECONNRESET' || signal?.aborted) throw err
         return once(url, { method, headers, body, signal })
       }
     },
@@ -114,7 +124,7 @@ export function putStream (url, { headers, signal, idleMs = 60000, agent = false
   const target = new URL(url)
   const client = target.protocol === 'https:' ? https : http
   const req = client.request(target, { method: 'PUT', headers, signal, agent })
-  req.setTimeout(idleMs, () => req.destroy(Object.assign(new Error(`no progress for ${idleMs} ms`), { code: 'ETIMEDOUT' })))
+  armTimeouts(req, target.host, { idleMs })
   const done = new Promise((resolve, reject) => {
     req.once('error', reject)
     req.once('response', (res) => resolve({ statusCode: res.statusCode, headers: res.headers, body: res }))
@@ -129,7 +139,7 @@ export function getStream (url, { headers, signal, idleMs = 60000 }) {
   const client = target.protocol === 'https:' ? https : http
   return new Promise((resolve, reject) => {
     const req = client.get(target, { headers, signal, agent: false })
-    req.setTimeout(idleMs, () => req.destroy(Object.assign(new Error(`no progress for ${idleMs} ms`), { code: 'ETIMEDOUT' })))
+    armTimeouts(req, target.host, { idleMs })
     req.once('error', reject)
     req.once('response', (res) => {
       // An error now belongs to the body: it reaches the pipeline through `res`.

@@ -40,7 +40,7 @@ export function createHttpBackend (target) {
       dir += '/' + part
       if (knownCollections.has(dir)) continue
       const url = new URL(encodePath(dir.slice(1)) + '/', base)
-      const res = await send(url, { method: 'MKCOL', signal })
+      const res = await send(url, { method: 'MKCOL', signal, resend: true }) // a repeat answers 405
       // 201 created; 405 means it already exists. mod_dav answers 403 to a MKCOL that races
       // another one for the same new collection: a PROPFIND tells whether it exists now.
       if (res.statusCode === 403) {
@@ -130,10 +130,12 @@ export function createHttpBackend (target) {
       const res = await send(urlFor(tmp), {
         method: 'MOVE',
         headers: { destination: urlFor(remote).href, overwrite: overwrite ? 'T' : 'F' },
-        signal
+        signal,
+        resend: true // a repeat is recognised below
       })
-      // A MOVE whose answer was lost, sent again, finds its source gone: the temp name is this
-      // job's alone, so a destination of our size means the first one was done (as webhdfs RENAME).
+      // A MOVE whose answer was lost, sent again (here or by a later attempt), finds its source
+      // gone: the temp name is this job's alone, so a destination of our size means the first one
+      // was done (as webhdfs RENAME).
       if (res.statusCode === 404 && size !== undefined) {
         await drain(res.body)
         if ((await this.stat(remote, { signal }))?.size === size) return

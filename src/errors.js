@@ -31,6 +31,7 @@ export const InvalidJsonError = define('INVALID_JSON', 400)
 export const InvalidRequestError = define('INVALID_REQUEST', 400)
 export const PayloadTooLargeError = define('PAYLOAD_TOO_LARGE', 413)
 export const UnauthorizedError = define('UNAUTHORIZED', 401)
+export const BrowserRefusedError = define('BROWSER_REFUSED', 403)
 export const RouteNotFoundError = define('NOT_FOUND', 404)
 export const MethodNotAllowedError = define('METHOD_NOT_ALLOWED', 405)
 export const JobNotFoundError = define('JOB_NOT_FOUND', 404)
@@ -67,7 +68,7 @@ export const ChecksumMismatchError = define('CHECKSUM_MISMATCH', 502, true)
 export const CancelledError = define('CANCELLED', 409)
 
 export const API_ERROR_CODES = [
-  InvalidJsonError, InvalidRequestError, PayloadTooLargeError, UnauthorizedError, RouteNotFoundError,
+  InvalidJsonError, InvalidRequestError, PayloadTooLargeError, UnauthorizedError, BrowserRefusedError, RouteNotFoundError,
   MethodNotAllowedError, JobNotFoundError, JobConflictError, JobFinishedError, UnknownTargetError,
   CallbackNotAllowedError, RangeNotSatisfiableError, PathNotAllowedError, InvalidPathError, LocalNotFoundError,
   QueueFullError, ShuttingDownError, StoreUnavailableError, InternalError

@@ -298,6 +298,46 @@ describe('bad input gets a coded 4xx and nothing runs', () => {
   })
 })
 
+describe('web pages cannot drive a tokenless sidecar', () => {
+  // What a browser on the web host would send: from another site (Origin, Sec-Fetch-Site), or to
+  // the attacker's own name resolving to 127.0.0.1 (DNS rebinding: Host is that name).
+  const raw = (conn, lines, body = '') => new Promise((resolve, reject) => {
+    const s = conn()
+    let out = ''
+    s.once('error', reject)
+    s.on('data', (d) => { out += d })
+    s.on('end', () => resolve(out))
+    s.once('connect', () => s.write([...lines, `Content-Length: ${Buffer.byteLength(body)}`, 'Connection: close', '', body].join('\r\n')))
+  })
+  const tcp = () => net.connect(new URL(sc.url).port, '127.0.0.1')
+  const unix = () => net.connect(sc.socket)
+  const job = (name) => JSON.stringify({ direction: 'upload', target: 'local', local: path.join(root, 'ok.txt'), remote: `/browser/${name}` })
+
+  it.each([
+    ['a cross-site POST', tcp, ['POST /v1/jobs HTTP/1.1', 'Host: 127.0.0.1:8765', 'Origin: https://evil.example', 'Content-Type: text/plain']],
+    ['an Origin of null', tcp, ['POST /v1/jobs HTTP/1.1', 'Host: localhost', 'Origin: null']],
+    ['a fetch from another site', tcp, ['GET /v1/jobs HTTP/1.1', 'Host: localhost', 'Sec-Fetch-Site: cross-site']],
+    ['a rebound name', tcp, ['GET /v1/jobs HTTP/1.1', 'Host: evil.example:8765']],
+    ['a rebound name posting a job', tcp, ['POST /v1/jobs HTTP/1.1', 'Host: evil.example', 'Content-Type: application/json']],
+    ['a rebound same-origin fetch', tcp, ['GET /metrics HTTP/1.1', 'Host: 127.0.0.1.evil.example', 'Sec-Fetch-Site: same-origin']],
+    ['an Origin over the unix socket', unix, ['DELETE /v1/jobs/x HTTP/1.1', 'Host: localhost', 'Origin: https://evil.example']]
+  ])('refuses %s with 403 BROWSER_REFUSED, creating nothing', async (name, conn, lines) => {
+    const out = await raw(conn, lines, lines[0].startsWith('POST') ? job(name) : '')
+    expect(out).toMatch(/^HTTP\/1.1 403[\s\S]*"code":"BROWSER_REFUSED"/)
+    expect((await api.call('GET', '/v1/jobs')).json.jobs.some((j) => j.remote === `/browser/${name}`)).toBe(false)
+  })
+
+  it.each([
+    ['the loopback by name', tcp, 'Host: localhost:1234'],
+    ['an IPv4 loopback address', tcp, 'Host: 127.0.0.2'],
+    ['the IPv6 loopback', tcp, 'Host: [::1]:8765'],
+    ['any name over the unix socket', unix, 'Host: sidecar.internal']
+  ])('takes %s, and an address typed in a browser (Sec-Fetch-Site: none)', async (name, conn, host) => {
+    expect(await raw(conn, ['POST /v1/jobs HTTP/1.1', host, 'Content-Type: application/json'], job(name))).toMatch(/^HTTP\/1.1 202/)
+    expect(await raw(conn, ['GET /healthz HTTP/1.1', host, 'Sec-Fetch-Site: none'])).toMatch(/^HTTP\/1.1 200/)
+  })
+})
+
 describe('token and logs', () => {
   const token = 'test-token-0123456789abcdef'
   let secured
@@ -319,6 +359,11 @@ describe('token and logs', () => {
     await fs.writeFile(src, 't')
     const job = await secured.api.run({ direction: 'upload', target: 'local', local: src, remote: '/t' })
     expect(job.state).toBe('succeeded')
+    // With a token, a page could not have sent it: no browser checks (a non-loopback listener is
+    // reached by other names).
+    const named = await request(`${url}/v1/jobs`, { headers: { authorization: `Bearer ${token}`, host: 'sidecar.example', origin: 'https://app.example' } })
+    expect(named.statusCode).toBe(200)
+    await named.body.dump()
   })
 
   it('never writes the token to the logs, and logs each job state with its id', async () => {

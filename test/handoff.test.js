@@ -233,7 +233,7 @@ describe.each(['local', 'files', 'hdfs'])('GET /v1/stream on %s', (target) => {
 describe('stream confinement', () => {
   it('refuses an encoded .. and an unknown target', async () => {
     const raw = (p) => new Promise((resolve) => {
-      const s = net.connect(new URL(sc.url).port, '127.0.0.1', () => s.write(`GET ${p} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`))
+      const s = net.connect(new URL(sc.url).port, '127.0.0.1', () => s.write(`GET ${p} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`))
       let out = ''
       s.on('data', (d) => { out += d })
       s.on('end', () => resolve(out))

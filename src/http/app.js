@@ -1,7 +1,7 @@
 // The control API: POST /v1/jobs on its own fast path (submit.js), everything else on express.
 // Every error is answered as {"error":{"code","message"}} with the status its SidecarError carries.
 import express from 'express'
-import { InvalidRequestError, UnauthorizedError, RouteNotFoundError, MethodNotAllowedError } from '../errors.js'
+import { InvalidRequestError, UnauthorizedError, RouteNotFoundError, MethodNotAllowedError, BrowserRefusedError } from '../errors.js'
 import { STATES } from '../jobs.js'
 import { streamHandler } from './stream.js'
 import { parseObservation } from './observations.js'
@@ -15,6 +15,25 @@ function tokenCheck (token) {
   return (req, res, next) => authorized(req.get('authorization'))
     ? next()
     : next(new UnauthorizedError('a valid "Authorization: Bearer <token>" header is required'))
+}
+
+// Without a token, what a web page in a browser on this host could send to a loopback port is
+// refused: a cross-site request (it carries Origin or Sec-Fetch-Site), and a request to a name
+// other than the loopback's (DNS rebinding: evil.example resolving to 127.0.0.1). PHP, curl and
+// other programs send neither header, and name the loopback. With a token there is no need: a page
+// cannot send the Authorization header without a preflight this API does not answer.
+const LOOPBACK_HOST = /^(?:localhost|127(?:\.\d{1,3}){3}|\[::1\])(?::\d{1,5})?$/i
+
+function browserRequest (req) {
+  const site = req.headers['sec-fetch-site']
+  if (req.headers.origin !== undefined || (site !== undefined && site !== 'none')) {
+    return new BrowserRefusedError('requests from web pages are refused (Origin or Sec-Fetch-Site header); set a token to allow them')
+  }
+  const tcp = req.socket.remoteAddress !== undefined
+  if (tcp && req.headers.host !== undefined && !LOOPBACK_HOST.test(req.headers.host)) {
+    return new BrowserRefusedError('the Host header must name the loopback (localhost, 127.0.0.1 or [::1]) unless a token is set')
+  }
+  return null
 }
 
 function parseWait (value) {
@@ -97,6 +116,8 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
     if (req.headers.host === undefined && req.httpVersion === '1.1') {
       return sendError(res, new InvalidRequestError('an HTTP/1.1 request needs a Host header'), logger)
     }
+    const refused = config.token ? null : browserRequest(req)
+    if (refused) return sendError(res, refused, logger)
     return isSubmit(req) ? submit(req, res) : app(req, res)
   }
 }

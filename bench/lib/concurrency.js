@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks'
 import { WIDE, ensureFreeSpace, syncDisks } from './env.js'
 import { cpuSeconds, trackPeakRss } from './procfs.js'
 import { check, verifyJob, verifyLocalCopy, verifyRemoteCopy } from './verify.js'
-import { GiB, MiB, distinct, maxOf, median, pairedRatio, spread } from './stats.js'
+import { GiB, MiB, pairedRatio, spread, summarizeBy } from './stats.js'
 import { rotate } from './throughput.js'
 import { CPU_FLOOR_S } from './curl.js'
 
@@ -142,28 +142,8 @@ export async function runConcurrency (env, opts, progress) {
 }
 
 export function summarizeConcurrency (records) {
-  const rows = []
-  for (const target of distinct(records, 'target')) {
-    for (const direction of distinct(records, 'direction')) {
-      for (const n of distinct(records, 'concurrency')) {
-        const at = records.filter((r) => r.target === target && r.direction === direction && r.concurrency === n)
-        const curl = at.filter((r) => r.competitor === 'curl')
-        for (const competitor of distinct(at, 'competitor')) {
-          const mine = at.filter((r) => r.competitor === competitor)
-          rows.push({
-            target,
-            direction,
-            concurrency: n,
-            competitor,
-            runs: mine.length,
-            aggMiBps: spread(mine.map((r) => r.aggMiBps)),
-            cpuSPerGiB: median(mine.map((r) => r.cpuSPerGiB)),
-            rssMiB: maxOf(mine.map((r) => r.rssMiB)),
-            vsCurl: competitor === 'curl' ? 1 : pairedRatio(mine, curl, 'aggMiBps')
-          })
-        }
-      }
-    }
-  }
-  return rows
+  return summarizeBy(records, 'concurrency', (mine, curl, competitor) => ({
+    aggMiBps: spread(mine.map((r) => r.aggMiBps)),
+    vsCurl: competitor === 'curl' ? 1 : pairedRatio(mine, curl, 'aggMiBps')
+  }))
 }

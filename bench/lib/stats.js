@@ -41,3 +41,32 @@ export function pairedRatio (as, bs, field, bField = field) {
 export function distinct (records, key) {
   return [...new Set(records.map((r) => r[key]))]
 }
+
+// One row per target, direction, value of `key` (size, concurrency) and competitor, with the
+// figures `measure(mine, curl, competitor)` gives from that competitor's runs and curl's runs at
+// the same point, then the CPU per GiB and peak RSS every table shows.
+export function summarizeBy (records, key, measure) {
+  const rows = []
+  for (const target of distinct(records, 'target')) {
+    for (const direction of distinct(records, 'direction')) {
+      for (const value of distinct(records, key)) {
+        const at = records.filter((r) => r.target === target && r.direction === direction && r[key] === value)
+        const curl = at.filter((r) => r.competitor === 'curl')
+        for (const competitor of distinct(at, 'competitor')) {
+          const mine = at.filter((r) => r.competitor === competitor)
+          rows.push({
+            target,
+            direction,
+            [key]: value,
+            competitor,
+            runs: mine.length,
+            ...measure(mine, curl, competitor),
+            cpuSPerGiB: median(mine.map((r) => r.cpuSPerGiB)),
+            rssMiB: maxOf(mine.map((r) => r.rssMiB))
+          })
+        }
+      }
+    }
+  }
+  return rows
+}

@@ -11,7 +11,7 @@ import { ensureFreeSpace, syncDisks } from './env.js'
 import { runPhp } from './php.js'
 import { cpuSeconds, trackPeakRss } from './procfs.js'
 import { check, verifyJob, verifyLocalCopy, verifyRemoteCopy } from './verify.js'
-import { GiB, MiB, distinct, maxOf, median, pairedRatio, spread } from './stats.js'
+import { GiB, MiB, distinct, median, pairedRatio, spread, summarizeBy } from './stats.js'
 
 // For the duration estimate only (MiB/s on this machine kind, see /work/shared/notes/baseline.md).
 const EST_MIBPS = { http: 450, webhdfs: 280 }
@@ -181,31 +181,11 @@ export async function runThroughput (env, opts, progress) {
 
 // One row per target, direction, size and competitor; ratios pair each run with curl's.
 export function summarizeThroughput (records) {
-  const rows = []
-  for (const target of distinct(records, 'target')) {
-    for (const direction of distinct(records, 'direction')) {
-      for (const sizeMiB of distinct(records, 'sizeMiB')) {
-        const at = records.filter((r) => r.target === target && r.direction === direction && r.sizeMiB === sizeMiB)
-        const curl = at.filter((r) => r.competitor === 'curl')
-        for (const competitor of distinct(at, 'competitor')) {
-          const mine = at.filter((r) => r.competitor === competitor)
-          rows.push({
-            target,
-            direction,
-            sizeMiB,
-            competitor,
-            runs: mine.length,
-            mibps: spread(mine.map((r) => r.mibps)),
-            cpuSPerGiB: median(mine.map((r) => r.cpuSPerGiB)),
-            rssMiB: maxOf(mine.map((r) => r.rssMiB)),
-            vsCurl: competitor === 'curl' ? 1 : pairedRatio(mine, curl, 'mibps'),
-            vsCurlFsync: direction === 'download' && competitor !== 'curl' ? pairedRatio(mine, curl, 'mibps', 'mibpsWithFsync') : null
-          })
-        }
-      }
-    }
-  }
-  return rows
+  return summarizeBy(records, 'sizeMiB', (mine, curl, competitor) => ({
+    mibps: spread(mine.map((r) => r.mibps)),
+    vsCurl: competitor === 'curl' ? 1 : pairedRatio(mine, curl, 'mibps'),
+    vsCurlFsync: mine[0].direction === 'download' && competitor !== 'curl' ? pairedRatio(mine, curl, 'mibps', 'mibpsWithFsync') : null
+  }))
 }
 
 // The targets for the sidecar: ≥ 0.95× curl at every size, flat across sizes (±5 %), RSS ≤ 64 MiB.

@@ -52,6 +52,7 @@ export function poolShape (transfers) {
 
 export class BufferPool {
   #free = []
+  #unallocated = 0 // buffers of the pool not taken yet: a small transfer never needs them all
   #holds = new Map() // backing memory of each buffer of the pool → holds on it while it is out
   #waiters = []
   #counted = false
@@ -68,14 +69,10 @@ export class BufferPool {
   constructor ({ count = POOL_BUFFERS, size = CHUNK } = {}) {
     if (count < MIN_BUFFERS) throw new RangeError(`a BufferPool needs at least ${MIN_BUFFERS} buffers`)
     this.size = size
-    for (let i = 0; i < count; i++) {
-      const buf = takeBuffer(size)
-      this.#free.push(buf)
-      this.#holds.set(buf.buffer, 0)
-    }
+    this.#unallocated = count
   }
 
-  get available () { return this.#free.length }
+  get available () { return this.#free.length + this.#unallocated }
 
   // Hands the free buffers on to later pools. One still out (an aborted write owns it) is left to
   // the garbage collector: release() after close() drops it.
@@ -85,10 +82,15 @@ export class BufferPool {
     this.#closed = true
     for (const buf of this.#free) keepBuffer(buf)
     this.#free = []
+    this.#unallocated = 0
   }
 
   acquire () {
-    const buf = this.#free.pop()
+    let buf = this.#free.pop()
+    if (!buf && this.#unallocated > 0) {
+      this.#unallocated--
+      buf = takeBuffer(this.size)
+    }
     if (!buf) return null
     this.#holds.set(buf.buffer, 1)
     return buf
@@ -119,7 +121,7 @@ export class BufferPool {
   // Runs `fn` once a buffer is free (at once if one is), or on the next release when
   // `next` is set.
   whenAvailable (fn, { next = false } = {}) {
-    if (this.#free.length && !next) fn()
+    if (this.available && !next) fn()
     else this.#waiters.push(fn)
   }
 }

@@ -190,6 +190,18 @@ describe('transfer buffer budget', () => {
     next.close()
   })
 
+  it('allocates a pool\'s buffers only as they are first needed', () => {
+    const before = process.memoryUsage().arrayBuffers
+    const pools = Array.from({ length: 50 }, () => new BufferPool({ count: 8, size: 256 * 1024 }))
+    expect(process.memoryUsage().arrayBuffers - before).toBeLessThan(MiB) // not 100 MiB
+    const one = pools[0].acquire() // a small transfer takes one buffer and no more
+    expect(one.length).toBe(256 * 1024)
+    expect(pools[0].available).toBe(7)
+    pools[0].release(one)
+    expect(pools[0].available).toBe(8)
+    for (const p of pools) p.close()
+  })
+
   it('hands a closed pool\'s free buffers to the next pool, never one still in use', () => {
     const earlier = new BufferPool({ count: 8, size: 256 * 1024 }) // takes what earlier tests left
     const first = new BufferPool({ count: 4, size: 256 * 1024 })

@@ -18,26 +18,29 @@ const READ_AHEAD = 2 * CHUNK // what a file source reads before it is asked
 const SEND_AHEAD = 4 * CHUNK // what a request sink leaves queued on its socket before it waits
 
 let openPools = 0
-// Buffers of closed pools (one full pool's worth at most), for the next pools: one transfer after
-// another reuses the same memory instead of leaving each pool resident until a garbage
-// collection frees it.
+// Buffers of closed pools (one full pool's worth at most of each kind), for the next pools: one
+// transfer after another reuses the same memory instead of leaving each pool resident until a
+// garbage collection frees it. Pools of transfers hashed by the hashing thread (digest.js) take
+// shared memory, which that thread reads where it is; others take plain buffers, as shared
+// memory is freed later (once both threads have collected it): 100,000 small jobs on shared
+// buffers had doubled the daemon's peak RSS.
 const SPARE_BYTES = POOL_BUFFERS * CHUNK
-const spareBuffers = new Map()
-let spareBytes = 0
+const spares = { plain: { buffers: new Map(), bytes: 0 }, shared: { buffers: new Map(), bytes: 0 } }
 
-// Shared memory, so that the hashing thread (digest.js) reads chunks where they are.
-function takeBuffer (size) {
-  const buf = spareBuffers.get(size)?.pop()
-  if (!buf) return Buffer.from(new SharedArrayBuffer(size))
-  spareBytes -= size
+function takeBuffer (size, shared) {
+  const spare = shared ? spares.shared : spares.plain
+  const buf = spare.buffers.get(size)?.pop()
+  if (!buf) return shared ? Buffer.from(new SharedArrayBuffer(size)) : Buffer.allocUnsafeSlow(size)
+  spare.bytes -= size
   return buf
 }
 
 function keepBuffer (buf) {
-  if (spareBytes + buf.length > SPARE_BYTES) return
-  if (!spareBuffers.has(buf.length)) spareBuffers.set(buf.length, [])
-  spareBuffers.get(buf.length).push(buf)
-  spareBytes += buf.length
+  const spare = buf.buffer instanceof SharedArrayBuffer ? spares.shared : spares.plain
+  if (spare.bytes + buf.length > SPARE_BYTES) return
+  if (!spare.buffers.has(buf.length)) spare.buffers.set(buf.length, [])
+  spare.buffers.get(buf.length).push(buf)
+  spare.bytes += buf.length
 }
 
 // The count and size of the buffers of one more transfer's pool.
@@ -53,6 +56,7 @@ export function poolShape (transfers) {
 export class BufferPool {
   #free = []
   #unallocated = 0 // buffers of the pool not taken yet: a small transfer never needs them all
+  #shared = false
   #holds = new Map() // backing memory of each buffer of the pool → holds on it while it is out
   #waiters = []
   #counted = false
@@ -74,6 +78,22 @@ export class BufferPool {
 
   get available () { return this.#free.length + this.#unallocated }
 
+  // From now on the pool's buffers are shared memory (see takeBuffer): its plain ones go to the
+  // spares as they come back (a download's first reads land in them before its size, which
+  // decides where it is hashed, is known), and shared ones are taken in their place.
+  share () {
+    if (this.#shared) return
+    this.#shared = true
+    for (const buf of this.#free) this.#retire(buf.buffer)
+    this.#free = []
+  }
+
+  #retire (ab) {
+    this.#holds.delete(ab)
+    this.#unallocated++
+    keepBuffer(Buffer.from(ab))
+  }
+
   // Hands the free buffers on to later pools. One still out (an aborted write owns it) is left to
   // the garbage collector: release() after close() drops it.
   close () {
@@ -89,7 +109,7 @@ export class BufferPool {
     let buf = this.#free.pop()
     if (!buf && this.#unallocated > 0) {
       this.#unallocated--
-      buf = takeBuffer(this.size)
+      buf = takeBuffer(this.size, this.#shared)
     }
     if (!buf) return null
     this.#holds.set(buf.buffer, 1)
@@ -113,7 +133,8 @@ export class BufferPool {
     if (this.#closed || !n) return
     this.#holds.set(ab, n - 1)
     if (n > 1) return
-    this.#free.push(Buffer.from(ab))
+    if (this.#shared && !(ab instanceof SharedArrayBuffer)) this.#retire(ab)
+    else this.#free.push(Buffer.from(ab))
     const waiter = this.#waiters.shift()
     if (waiter) waiter()
   }

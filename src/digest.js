@@ -2,9 +2,9 @@
 // of CPU per GiB (sha256) to 1.2 s (with HDFS's checksum); done on the main thread, that time is
 // taken from the socket and file work of every transfer, and one transfer runs at the speed of
 // the two added up. Large transfers are therefore hashed by a worker thread, beside the main one:
-// it reads each chunk where it lies (pool buffers are SharedArrayBuffers, see datapath.js), and
-// the chunk stays out of its pool until it has been hashed. Small transfers hash inline, as the
-// round trips to the worker would cost more than they save.
+// it reads each chunk where it lies (the pool buffers of such a transfer are shared memory, see
+// datapath.js), and the chunk stays out of its pool until it has been hashed. Small transfers
+// hash inline, as the round trips to the worker would cost more than they save.
 //
 // One worker serves all transfers. It starts with the first large one and stops when no digest
 // has used it for IDLE_MS, so an idle daemon does not carry its ~10 MiB.
@@ -108,6 +108,7 @@ export class Digest {
   #id = 0
   #gen = 0
   #finished = false
+  #pool = null
 
   // `checksum` is a backend's checksum object (hdfs-checksum.js) or null; `pool` owns the chunks
   // (they are held until hashed); `size` the bytes expected, which decides where to hash.
@@ -119,7 +120,7 @@ export class Digest {
       this.#checksum = checksum
       return
     }
-    this.pool = pool // may change between attempts of a download
+    this.pool = pool
     this.#id = nextId++
     const spec = checksum && { blockSize: checksum.blockSize, bytesPerChecksum: checksum.bytesPerChecksum, crcType: checksum.crcType }
     send(['o', this.#id, spec])
@@ -127,6 +128,15 @@ export class Digest {
     opened()
     lost.register(this, { id: this.#id, gen: this.#gen }, this)
   }
+
+  // The pool of the chunks to come (a download's next attempt has a new one); its new buffers
+  // are made shared memory, which the thread reads without a copy.
+  set pool (pool) {
+    this.#pool = pool
+    if (this.inWorker) pool?.share()
+  }
+
+  get pool () { return this.#pool }
 
   update (chunk) {
     if (!this.inWorker) {
@@ -136,8 +146,8 @@ export class Digest {
     }
     if (this.#finished) throw new Error('update() after digest()')
     if (this.#gen !== generation) throw new Error('the hashing thread stopped')
-    if (chunk.buffer instanceof SharedArrayBuffer && this.pool?.hold(chunk)) {
-      const pool = this.pool
+    if (chunk.buffer instanceof SharedArrayBuffer && this.#pool?.hold(chunk)) {
+      const pool = this.#pool
       send(['u', this.#id, chunk.buffer, chunk.byteOffset, chunk.length], () => pool.release(chunk))
     } else {
       send(['u', this.#id, new Uint8Array(chunk)], () => {}) // a copy, as the chunk may be reused

@@ -202,6 +202,26 @@ describe('transfer buffer budget', () => {
     for (const p of pools) p.close()
   })
 
+  it('gives plain buffers, and shared memory once share() is called (for the hashing thread)', () => {
+    const pool = new BufferPool({ count: 4, size: 64 * 1024 })
+    const plain = pool.acquire()
+    expect(plain.buffer).toBeInstanceOf(ArrayBuffer)
+    pool.share()
+    const shared = pool.acquire()
+    expect(shared.buffer).toBeInstanceOf(SharedArrayBuffer)
+    pool.release(plain) // not reused by this pool any more: a shared one takes its place
+    expect(pool.available).toBe(3)
+    const taken = [pool.acquire(), pool.acquire(), pool.acquire()]
+    expect(taken.map((b) => b.buffer instanceof SharedArrayBuffer)).toEqual([true, true, true])
+    expect(pool.acquire()).toBe(null)
+    for (const b of [shared, ...taken]) pool.release(b)
+    expect(pool.available).toBe(4)
+    pool.close()
+    const next = new BufferPool({ count: 4, size: 64 * 1024 }) // spares are reused by kind
+    expect(next.acquire().buffer).toBeInstanceOf(ArrayBuffer)
+    next.close()
+  })
+
   it('hands a closed pool\'s free buffers to the next pool, never one still in use', () => {
     const earlier = new BufferPool({ count: 8, size: 256 * 1024 }) // takes what earlier tests left
     const first = new BufferPool({ count: 4, size: 256 * 1024 })

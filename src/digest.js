@@ -27,7 +27,7 @@ const pending = []
 
 function startWorker () {
   const w = worker = new Worker(new URL('./digest-worker.js', import.meta.url), {
-    resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 16 },
+    resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 32 }, // it keeps ~1 KiB a digest
     stdout: false,
     stderr: false
   })

@@ -154,7 +154,10 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
       state = live
       state.digest.pool = pool
     } else {
-      live?.digest.dispose()
+      if (live) {
+        live.digest.dispose()
+        live.stale = true // never kept again, even if this attempt fails before it has a state
+      }
       // A fresh download's digest waits for the size (it decides where to hash); a resumed one
       // hashes what is on disk first.
       const checksum = await newChecksum(backend, job, signal)

@@ -206,16 +206,33 @@ export function requestSink (request, { pool, meter }) {
   return sink
 }
 
-// Sink for downloads and the file backend: hashes each chunk and writes it at its position with
-// positional async writes (several in flight, so disk copies overlap the network), fdatasyncs
-// about every 64 MiB so the final sync is short, and fdatasyncs at the end.
-export function fileSink (fd, { pool, meter, start = 0, syncEvery = 64 * 1024 * 1024 }) {
+// fdatasync of a file being written, about every `every` bytes, one at a time in the background:
+// the disk writes back while the data still arrives, and the sync at the end is short. Call
+// wrote(position) after each write; idle() is the sync running now, if any (wait for it before the
+// final one).
+export function backgroundSync (datasync, { start = 0, every = 64 * 1024 * 1024 } = {}) {
+  let syncedAt = start
+  let syncing = null
+  return {
+    wrote (position) {
+      if (syncing || position - syncedAt < every) return
+      syncing = datasync().then(() => { syncedAt = position }, () => {}).finally(() => { syncing = null })
+    },
+    idle: () => syncing
+  }
+}
+
+const fdatasync = (fd) => new Promise((resolve, reject) => fs.fdatasync(fd, (err) => err ? reject(err) : resolve()))
+
+// Sink for the file backend: hashes each chunk and writes it at its position with positional
+// async writes (several in flight, so disk copies overlap the network), fdatasyncs in the
+// background (backgroundSync) and at the end.
+export function fileSink (fd, { pool, meter, start = 0, syncEvery }) {
   let position = start
   let inFlight = 0
   let failed = null
   let idle = null
-  let syncedAt = start
-  let syncing = null
+  const sync = backgroundSync(() => fdatasync(fd), { start, every: syncEvery })
 
   const settle = () => {
     if (inFlight === 0 && idle) {
@@ -224,16 +241,6 @@ export function fileSink (fd, { pool, meter, start = 0, syncEvery = 64 * 1024 * 
       done(failed)
     }
   }
-  const background = () => {
-    if (syncing || position - syncedAt < syncEvery) return
-    const at = position
-    syncing = new Promise((resolve) => fs.fdatasync(fd, (err) => {
-      if (!err) syncedAt = at
-      syncing = null
-      resolve()
-    }))
-  }
-
   return new Writable({
     highWaterMark: 0,
     write (chunk, encoding, callback) {
@@ -247,16 +254,16 @@ export function fileSink (fd, { pool, meter, start = 0, syncEvery = 64 * 1024 * 
         settle()
       })
       position += chunk.length
-      background()
+      sync.wrote(position)
       callback()
     },
     final (callback) {
       const drained = new Promise((resolve) => { idle = resolve; settle() })
       drained
-        .then(() => syncing)
+        .then(() => sync.idle())
         .then(() => {
           if (failed) throw failed
-          return new Promise((resolve, reject) => fs.fdatasync(fd, (err) => err ? reject(err) : resolve()))
+          return fdatasync(fd)
         })
         .then(() => callback(), callback)
     },

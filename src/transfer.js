@@ -10,7 +10,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { createHash } from 'node:crypto'
 import { isInside, openedPath, openSource, openTemp, resolveDestination } from './paths.js'
-import { BufferPool, fileSource } from './datapath.js'
+import { BufferPool, backgroundSync, fileSource } from './datapath.js'
 import { Digest } from './digest.js'
 import { uploadTempPath } from './backends/index.js'
 import { syncDir } from './store.js'
@@ -265,23 +265,15 @@ async function hashPrefix (handle, length, version, { checksum, pool, size }) {
 // The sink of a download: writes each batch at its position and hashes it meanwhile (the disk
 // and the CPU overlap). `state.bytes` counts only what was written, so that after a failure the
 // state describes the file, unless a write failed after its bytes were hashed: then it is marked
-// stale and a resume hashes the file again. fdatasync about every 64 MiB in the background, so the
-// disk writes back while the network still delivers, and the one at the end is short.
-const SYNC_EVERY = 64 * 1024 * 1024
+// stale and a resume hashes the file again. fdatasync in the background (backgroundSync) and at
+// the end.
 class PartFile extends Writable {
   constructor (handle, state, pool = null) {
     super({ highWaterMark: CHUNK })
     this.handle = handle
     this.state = state
     this.pool = pool
-    this.syncedAt = state.bytes
-    this.syncing = null
-  }
-
-  #syncInBackground () {
-    if (this.syncing || this.state.bytes - this.syncedAt < SYNC_EVERY) return
-    const at = this.state.bytes
-    this.syncing = this.handle.datasync().then(() => { this.syncedAt = at }, () => {}).finally(() => { this.syncing = null })
+    this.sync = backgroundSync(() => handle.datasync(), { start: state.bytes })
   }
 
   _write (chunk, encoding, callback) {
@@ -301,7 +293,7 @@ class PartFile extends Writable {
     writing.then(() => {
       release()
       state.bytes += size
-      this.#syncInBackground()
+      this.sync.wrote(state.bytes)
       callback()
     }, (err) => {
       release()
@@ -311,7 +303,7 @@ class PartFile extends Writable {
   }
 
   _final (callback) {
-    Promise.resolve(this.syncing).then(() => this.handle.datasync()).then(() => callback(), callback)
+    Promise.resolve(this.sync.idle()).then(() => this.handle.datasync()).then(() => callback(), callback)
   }
 }
 

@@ -32,6 +32,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, pool }) 
     let zeroCopy = false
     let chunked = null // state of a chunked body: { size, left, buffered }
     let spare = null
+    let next = null // the buffer the socket will read into next (net takes it before it is needed)
 
     const fail = (err) => {
       socket.destroy()
@@ -46,8 +47,12 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, pool }) 
       port: Number(u.port || 80),
       onread: {
         // Pool buffers when there are any; a spare one (copied from) when the consumer is behind.
-        buffer: () => pool.acquire() ?? (spare ??= Buffer.allocUnsafeSlow(pool.size)),
+        buffer: () => {
+          next = pool.acquire() ?? (spare ??= Buffer.allocUnsafeSlow(pool.size))
+          return next
+        },
         callback: (n, buf) => {
+          next = null
           try {
             onData(buf.subarray(0, n), buf === spare)
           } catch (err) {
@@ -68,6 +73,10 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, pool }) 
     socket.once('error', (err) => fail(err))
     socket.once('close', () => {
       signal?.removeEventListener('abort', onAbort)
+      // The buffer taken for a read that will not come goes back, or the pool would lose one
+      // (and allocate a new one) per download.
+      if (next && next !== spare) pool.release(next)
+      next = null
       if (!response) return reject(Object.assign(new Error('connection closed before the response'), { code: 'ERR_BAD_HTTP_RESPONSE' }))
       if (remaining === null && !chunked) response.body.push(null)
       else if (remaining !== 0) response.body.destroy(Object.assign(new Error('connection closed before the end of the body'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }))

@@ -10,6 +10,9 @@ import net from 'node:net'
 import { Readable } from 'node:stream'
 
 const MAX_HEAD = 64 * 1024
+// What a socket that has been destroyed gets to read into (net asks for the next buffer even
+// then): nothing is read into it, and no pool buffer is taken for it.
+const NO_READ = Buffer.alloc(16)
 
 function parseHead (text) {
   const lines = text.split('\r\n')
@@ -33,8 +36,10 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, pool }) 
     let chunked = null // state of a chunked body: { size, left, buffered }
     let spare = null
     let next = null // the buffer the socket will read into next (net takes it before it is needed)
+    let done = false // the body is complete or failed: the socket reads no more
 
     const fail = (err) => {
+      done = true
       socket.destroy()
       if (response) response.body.destroy(err)
       else reject(err)
@@ -48,6 +53,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, pool }) 
       onread: {
         // Pool buffers when there are any; a spare one (copied from) when the consumer is behind.
         buffer: () => {
+          if (done) return NO_READ
           next = pool.acquire() ?? (spare ??= Buffer.allocUnsafeSlow(pool.size))
           return next
         },
@@ -73,8 +79,8 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, pool }) 
     socket.once('error', (err) => fail(err))
     socket.once('close', () => {
       signal?.removeEventListener('abort', onAbort)
-      // The buffer taken for a read that will not come goes back, or the pool would lose one
-      // (and allocate a new one) per download.
+      // A buffer taken for a read that will not come (the server closed, an error) goes back, or
+      // the pool would lose one, and allocate a new one, per download.
       if (next && next !== spare) pool.release(next)
       next = null
       if (!response) return reject(Object.assign(new Error('connection closed before the response'), { code: 'ERR_BAD_HTTP_RESPONSE' }))
@@ -135,6 +141,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, pool }) 
     }
 
     function finish () {
+      done = true
       response.body.push(null)
       socket.destroy()
     }

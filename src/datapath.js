@@ -13,9 +13,10 @@ export const CHUNK = 1024 * 1024
 const POOL_BUFFERS = 8 // 8 MiB in flight per transfer at most
 const MIN_BUFFERS = 4 // readers pause at 1 free
 const MIN_CHUNK = 64 * 1024
-// What all transfers' pools may hold together. A pool is sized when its transfer starts: the full
-// POOL_BUFFERS × CHUNK while few run, fewer and then smaller buffers when many do (64 transfers
-// at once get 4 × 64 KiB each), so memory does not grow with the number of transfers either.
+// Divided among the transfers running when a pool is made, which sizes it: the full POOL_BUFFERS ×
+// CHUNK while one or two run, fewer and then smaller buffers when many do (the 64th gets 4 × 64
+// KiB). Pools keep their size, so 64 transfers started one after another hold ~57 MiB at most:
+// memory grows with neither file size nor, past that, the number of transfers.
 const BUDGET_BYTES = 16 * 1024 * 1024
 const READ_AHEAD = 2 * CHUNK // what a file source reads before it is asked
 const SEND_AHEAD = 2 * CHUNK // what a request sink leaves queued on its socket before it waits

@@ -181,6 +181,10 @@ describe('transfer buffer budget', () => {
       const { count, size } = poolShape(n)
       expect(n * count * size).toBeLessThanOrEqual(16 * MiB)
     }
+    // 64 started one after another, each pool keeping the shape it got (README: ~57 MiB at most).
+    let held = 0
+    for (let n = 1; n <= 64; n++) held += poolShape(n).count * poolShape(n).size
+    expect(held).toBe(57 * MiB)
   })
 
   it('sizes a pool by the transfers open when it starts, and counts closed ones out', () => {

@@ -11,8 +11,19 @@ import { createLogger } from '../../src/logger.js'
 
 const BIN = new URL('../../bin/transfer-sidecar.js', import.meta.url).pathname
 
+// Temp dirs made by a test file are removed after it (test/setup.js), unless KEEP_TEST_DIRS=1:
+// a suite run leaves nothing in /tmp, which repeated runs had filled.
+const made = []
+
 export async function tempDir (prefix = 'sidecar-test-') {
-  return fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), prefix)))
+  const dir = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), prefix)))
+  made.push(dir)
+  return dir
+}
+
+export async function removeTempDirs () {
+  if (process.env.KEEP_TEST_DIRS) return
+  for (const dir of made.splice(0)) await fs.rm(dir, { recursive: true, force: true })
 }
 
 // Captures pino's JSON lines in memory.

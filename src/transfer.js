@@ -202,14 +202,13 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
     // place) during the transfer, and then tmpPath no longer names it.
     const opened = discard && temp ? await openedPath(temp.handle).catch(() => null) : null
     await temp?.handle.close().catch(() => {})
-    if (discard) {
-      await fs.unlink(opened && isInside(opened, roots) ? opened : tmpPath).catch(() => {})
-    } else if (!published) {
-      const kept = state ?? live // before a new state exists, the file is as the last attempt left it
-      if (kept && !kept.digested && !kept.stale && kept.digest) partials.set(job, kept)
-      else kept?.digest?.dispose()
-    }
-    if (discard) state?.digest?.dispose()
+    if (discard) await fs.unlink(opened && isInside(opened, roots) ? opened : tmpPath).catch(() => {})
+    // The digest of what is on disk: kept for the next attempt while the file is, else dropped (a
+    // finished one is dropped as a no-op). Before a new state exists, the file is as the last
+    // attempt left it.
+    const current = state ?? live
+    if (!published && !discard && current && !current.digested && !current.stale && current.digest) partials.set(job, current)
+    else current?.digest?.dispose()
   }
 }
 

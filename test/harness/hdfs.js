@@ -148,8 +148,12 @@ function javaBin () {
 export async function startHdfs ({ datanodes = 1, ha = false, blocksize, base, timeoutMs = 120000 } = {}) {
   if (!isBuilt()) await buildHdfsHarness({ force: false })
 
+  // The JVM's own temp files (Jetty's per-server work dirs, which it leaves behind) go to a dir of
+  // ours, removed when the JVM exits.
+  const javaTmp = await mkdtemp(path.join(os.tmpdir(), 'minihdfs-tmp-'))
   const args = [
     '--add-opens=java.base/java.lang=ALL-UNNAMED',
+    `-Djava.io.tmpdir=${javaTmp}`,
     '-Xmx512m',
     '-cp',
     [CLASSES, path.join(LIB, '*')].join(path.delimiter),
@@ -208,6 +212,7 @@ export async function startHdfs ({ datanodes = 1, ha = false, blocksize, base, t
       exitInfo = info
       // Normally already gone (shutdown(true)); not after a crash or SIGKILL.
       if (ownBase) await rm(baseDir, { recursive: true, force: true }).catch(() => {})
+      await rm(javaTmp, { recursive: true, force: true }).catch(() => {})
       resolve()
     }
     child.on('exit', (code, signal) => done(signal ? `signal ${signal}` : `exit code ${code}`))

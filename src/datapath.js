@@ -13,15 +13,15 @@ export const CHUNK = 1024 * 1024
 const POOL_BUFFERS = 8 // 8 MiB in flight per transfer at most
 const MIN_BUFFERS = 4 // readers pause at 1 free
 const MIN_CHUNK = 64 * 1024
-// Divided among the transfers running when a pool is made, which sizes it: the full POOL_BUFFERS ×
-// CHUNK while one or two run, fewer and then smaller buffers when many do (the 64th gets 4 × 64
-// KiB). Pools keep their size, so 64 transfers started one after another hold ~57 MiB at most:
-// memory grows with neither file size nor, past that, the number of transfers.
+// A pool made for a transfer gets half of what the open pools leave of this budget: the full
+// POOL_BUFFERS × CHUNK for the first, 4 × 1 MiB beside it, then ever smaller, down to the floor of
+// MIN_BUFFERS × MIN_CHUNK (256 KiB). Pools keep their size; together the open ones never hold
+// more than the budget plus the floor of each (four started one after another: 15 MiB; 64: ~30).
 const BUDGET_BYTES = 16 * 1024 * 1024
 const READ_AHEAD = 2 * CHUNK // what a file source reads before it is asked
 const SEND_AHEAD = 2 * CHUNK // what a request sink leaves queued on its socket before it waits
 
-let openPools = 0
+let committed = 0 // bytes the open transfers' pools may hold
 // Buffers of closed pools (one full pool's worth at most of each kind), for the next pools: one
 // transfer after another reuses the same memory instead of leaving each pool resident until a
 // garbage collection frees it. Pools of transfers hashed by the hashing thread (digest.js) take
@@ -47,9 +47,10 @@ function keepBuffer (buf) {
   spare.bytes += buf.length
 }
 
-// The count and size of the buffers of one more transfer's pool.
-export function poolShape (transfers) {
-  const share = BUDGET_BYTES / transfers
+// The count and size of the buffers of one more transfer's pool, when the open ones may hold
+// `committedBytes`.
+export function poolShape (committedBytes) {
+  const share = (BUDGET_BYTES - committedBytes) / 2
   const count = Math.max(MIN_BUFFERS, Math.min(POOL_BUFFERS, Math.floor(share / CHUNK)))
   if (count * CHUNK <= share) return { count, size: CHUNK }
   let size = CHUNK
@@ -63,14 +64,15 @@ export class BufferPool {
   #shared = false
   #holds = new Map() // backing memory of each buffer of the pool → holds on it while it is out
   #waiters = []
-  #counted = false
+  #committed = 0 // what the pool counts against the budget while open
   #closed = false
 
-  // The pool of a transfer, sized by how many run at once; close() it when the transfer ends.
+  // The pool of a transfer, sized by what the open ones hold; close() it when the transfer ends.
   static forTransfer () {
-    const pool = new BufferPool(poolShape(openPools + 1))
-    pool.#counted = true
-    openPools++
+    const shape = poolShape(committed)
+    const pool = new BufferPool(shape)
+    pool.#committed = shape.count * shape.size
+    committed += pool.#committed
     return pool
   }
 
@@ -101,8 +103,8 @@ export class BufferPool {
   // Hands the free buffers on to later pools. One still out (an aborted write owns it) is left to
   // the garbage collector: release() after close() drops it.
   close () {
-    if (this.#counted) openPools--
-    this.#counted = false
+    committed -= this.#committed
+    this.#committed = 0
     this.#closed = true
     for (const buf of this.#free) keepBuffer(buf)
     this.#free = []

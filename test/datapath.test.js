@@ -167,35 +167,36 @@ describe('fileSource + requestSink', () => {
 })
 
 describe('transfer buffer budget', () => {
-  it('gives each transfer a smaller pool as more run at once, within 16 MiB together', () => {
-    expect(poolShape(1)).toEqual({ count: 8, size: 1024 * 1024 })
-    expect(poolShape(2)).toEqual({ count: 8, size: 1024 * 1024 })
-    expect(poolShape(3)).toEqual({ count: 5, size: 1024 * 1024 })
-    expect(poolShape(4)).toEqual({ count: 4, size: 1024 * 1024 })
-    expect(poolShape(5)).toEqual({ count: 4, size: 512 * 1024 })
-    expect(poolShape(8)).toEqual({ count: 4, size: 512 * 1024 })
-    expect(poolShape(16)).toEqual({ count: 4, size: 256 * 1024 })
-    expect(poolShape(64)).toEqual({ count: 4, size: 64 * 1024 })
-    expect(poolShape(1000)).toEqual({ count: 4, size: 64 * 1024 }) // the floor: 256 KiB a transfer
-    for (const n of [1, 2, 8, 16, 32, 64]) {
-      const { count, size } = poolShape(n)
-      expect(n * count * size).toBeLessThanOrEqual(16 * MiB)
-    }
-    // 64 started one after another, each pool keeping the shape it got (README: ~57 MiB at most).
-    let held = 0
-    for (let n = 1; n <= 64; n++) held += poolShape(n).count * poolShape(n).size
-    expect(held).toBe(57 * MiB)
+  it('gives each new pool half of what the open ones leave of 16 MiB, down to 4 × 64 KiB', () => {
+    expect(poolShape(0)).toEqual({ count: 8, size: MiB })
+    expect(poolShape(8 * MiB)).toEqual({ count: 4, size: MiB })
+    expect(poolShape(12 * MiB)).toEqual({ count: 4, size: 512 * 1024 })
+    expect(poolShape(14 * MiB)).toEqual({ count: 4, size: 256 * 1024 })
+    expect(poolShape(2 * MiB)).toEqual({ count: 7, size: MiB }) // one of 8 MiB closed, one of 2 open
+    expect(poolShape(16 * MiB)).toEqual({ count: 4, size: 64 * 1024 }) // the floor: 256 KiB
+    expect(poolShape(100 * MiB)).toEqual({ count: 4, size: 64 * 1024 })
   })
 
-  it('sizes a pool by the transfers open when it starts, and counts closed ones out', () => {
+  it('holds at most 16 MiB plus 256 KiB a transfer, however transfers come and go', () => {
+    const held = (pools) => pools.reduce((sum, p) => sum + p.available * p.size, 0)
     const pools = Array.from({ length: 64 }, () => BufferPool.forTransfer())
-    expect([pools[0].available, pools[0].size]).toEqual([8, 1024 * 1024])
+    expect(pools.slice(0, 6).map((p) => [p.available, p.size / 1024])).toEqual([[8, 1024], [4, 1024], [4, 512], [4, 256], [4, 128], [4, 64]])
     expect([pools[63].available, pools[63].size]).toEqual([4, 64 * 1024])
+    expect(held(pools.slice(0, 4))).toBe(15 * MiB) // README: four started one after another
+    expect(held(pools)).toBe(30.25 * MiB) // and 64
+    // Random churn: close some, open others; the bound holds throughout.
+    let seed = 7
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31
+    for (let i = 0; i < 2000; i++) {
+      if (pools.length && random() < 0.5) pools.splice(Math.floor(random() * pools.length), 1)[0].close()
+      else pools.push(BufferPool.forTransfer())
+      expect(held(pools)).toBeLessThanOrEqual(16 * MiB + pools.length * 256 * 1024)
+    }
     for (const p of pools) p.close()
     pools[0].close() // twice: counted once
-    const next = BufferPool.forTransfer()
-    expect([next.available, next.size]).toEqual([8, 1024 * 1024])
-    next.close()
+    const next = [BufferPool.forTransfer(), BufferPool.forTransfer()]
+    expect(next.map((p) => [p.available, p.size])).toEqual([[8, MiB], [4, MiB]])
+    for (const p of next) p.close()
   })
 
   it('allocates a pool\'s buffers only as they are first needed', () => {

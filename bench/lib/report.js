@@ -163,14 +163,21 @@ export function goals (results) {
   return out
 }
 
+// The method bullets of the sections that ran (and those every section shares).
 function method (params) {
   const p = params
-  return `- The daemon runs as in production: \`node ${NODE_FLAGS.join(' ')} bin/transfer-sidecar.js\` (flags from the bin's
-  shebang), its config listing loopback TCP and a unix socket, log level warn; a fresh one per section.
-- Every competitor runs in the same run; per size, the competitors of a direction go back to back
+  const ran = (section) => p.sections.includes(section)
+  const sizesAscend = ran('throughput')
+    ? ` One daemon serves the
+  whole throughput section and sizes ascend, so a size's peak also holds what smaller ones left resident.`
+    : ''
+  const bullets = [
+    [true, `- The daemon runs as in production: \`node ${NODE_FLAGS.join(' ')} bin/transfer-sidecar.js\` (flags from the bin's
+  shebang), its config listing loopback TCP and a unix socket, log level warn; a fresh one per section.`],
+    [ran('throughput') || ran('concurrency'), `- Every competitor runs in the same run; per size, the competitors of a direction go back to back
   and their order rotates from run to run. Ratios are medians of per-run ratios (paired), so the
-  machine's drift (it is shared) cancels as far as possible. Compare ratios, not absolute figures.
-- Sizes: ${p.sizes.join(', ')} MiB; ${p.runs} run(s) per size${p.runsLarge !== p.runs ? `, ${p.runsLarge} for sizes ≥ 1000 MiB (to keep the run short)` : ''}.
+  machine's drift (it is shared) cancels as far as possible. Compare ratios, not absolute figures.`],
+    [ran('throughput'), `- Sizes: ${p.sizes.join(', ')} MiB; ${p.runs} run(s) per size${p.runsLarge !== p.runs ? `, ${p.runsLarge} for sizes ≥ 1000 MiB (to keep the run short)` : ''}.
   The test file is made once per size (a 16 MiB random block repeated, each copy stamped with its index).
 - Timing. curl CLI: spawn to exit (WebHDFS upload: both calls). php-curl: inside the php process,
   around the transfer (DirectCurl; RETURNTRANSFER includes file_put_contents of the body; php's own
@@ -178,34 +185,35 @@ function method (params) {
   unix socket to the end of Client::wait() on a final state; it therefore includes the journal's
   fdatasync, the temp name and publish round trips (HEAD/MOVE, GETFILESTATUS/RENAME), sha256 of
   every byte, the HDFS checksum (${p.hdfsChecksum ? 'on' : 'off'}), and for downloads an fsync before the rename.
-  curl does not fsync: "curl+fsync" adds the time to fsync curl's output afterwards.
-- \`sync\` runs before every timed transfer, so the writeback of the previous one does not land in it.
-- Memory. curl: max RSS from /usr/bin/time. PHP: the php process's VmHWM (RETURNTRANSFER runs with
+  curl does not fsync: "curl+fsync" adds the time to fsync curl's output afterwards.`],
+    [ran('throughput') || ran('concurrency'), '- `sync` runs before every timed transfer, so the writeback of the previous one does not land in it.'],
+    [true, `- Memory. curl: max RSS from /usr/bin/time. PHP: the php process's VmHWM (RETURNTRANSFER runs with
   memory_limit = 2.2 × file + 128 MiB). Sidecar: the daemon's VmHWM over the job (reset before it
-  through /proc/PID/clear_refs), which includes the daemon's idle footprint. One daemon serves the
-  whole throughput section and sizes ascend, so a size's peak also holds what smaller ones left resident.
+  through /proc/PID/clear_refs), which includes the daemon's idle footprint.${sizesAscend}
 - CPU. curl: user+sys from /usr/bin/time, which has 10 ms resolution: below 0.05 s it is left out
   (—). PHP: getrusage around the transfer. Sidecar: the daemon's user+sys from /proc/PID/stat over
-  the job plus the php process's.
-- Verification. Downloads: size and sha256 of the file on disk (sidecar also: the sha256 it reports).
+  the job plus the php process's.`],
+    [ran('throughput') || ran('concurrency') || ran('reuse'), `- Verification. Downloads: size and sha256 of the file on disk (sidecar also: the sha256 it reports).
   Uploads to httpd: size and sha256 of the file in httpd's directory; to WebHDFS: size (sidecar also
   the sha256 and HDFS checksum it checked). Concurrency: sizes and 64 KiB samples per 16 MiB block.
-  Connection reuse: every file compared byte for byte.
-- Concurrency: ${p.concurrency.join(', ')} transfers of ${p.concSizeMiB} MiB at once (${p.concRuns} run(s); targets ${p.concTargets.join(', ')}),
+  Connection reuse: every file compared byte for byte.`],
+    [ran('concurrency'), `- Concurrency: ${p.concurrency.join(', ')} transfers of ${p.concSizeMiB} MiB at once (${p.concRuns} run(s); targets ${p.concTargets.join(', ')}),
   N curl processes vs N jobs on a target whose concurrency is raised to ${Math.max(...p.concurrency)}; jobs submitted
   over TCP from Node; a fresh daemon for each sidecar point, so its peak RSS belongs to that N.
-  Aggregate MiB/s = N × size / (first start → last end).
-- Hand-off: ${p.handoffCalls} calls per variant back to back from one php process, uploading a 4 KiB file to
+  Aggregate MiB/s = N × size / (first start → last end).`],
+    [ran('handoff'), `- Hand-off: ${p.handoffCalls} calls per variant back to back from one php process, uploading a 4 KiB file to
   httpd; times are hrtime around each call. After the burst the uploads are let finish; lost =
   the call returned but the job/file never appeared; errors = the call threw (e.g. no-ack: connect
   refused with EAGAIN when the daemon's accept queue is full). The daemon runs the uploads (4 at
   once) while the burst goes on. CPU "all" adds to PHP's (and the shells' it waited for) the
   daemon's until its queue is empty, or the background curls' (each runs under \`bash -c 'curl …;
-  times'\`, whose children line gives that curl's CPU; the wrapper's own is not counted).
-- Web endpoint: \`php -S\` with PHP_CLI_SERVER_WORKERS=4 (php-fpm is not installed here), \`wrk -t2 -c8 -d${p.webSeconds}s\`,
-  a new Client (and connection) per request, 20 warm-up requests per page.
-- Connection reuse: ${p.reuseFiles} files of 4 KiB to httpd, ${p.reuseRuns} run(s); curl_multi with 4 transfers in flight, as
-  many as the sidecar's default per-target concurrency.`
+  times'\`, whose children line gives that curl's CPU; the wrapper's own is not counted).`],
+    [ran('web'), `- Web endpoint: \`php -S\` with PHP_CLI_SERVER_WORKERS=4 (php-fpm is not installed here), \`wrk -t2 -c8 -d${p.webSeconds}s\`,
+  a new Client (and connection) per request, 20 warm-up requests per page.`],
+    [ran('reuse'), `- Connection reuse: ${p.reuseFiles} files of 4 KiB to httpd, ${p.reuseRuns} run(s); curl_multi with 4 transfers in flight, as
+  many as the sidecar's default per-target concurrency.`]
+  ]
+  return bullets.filter(([on]) => on).map(([, text]) => text).join('\n')
 }
 
 export function markdown ({ startedAt, seconds, machine, params, loadAvg, results, charts, failures = [] }) {

@@ -2,6 +2,7 @@
 // The benchmark matrix of transfer-sidecar (issue #6): the daemon against the curl CLI and
 // php-curl, on a real Apache httpd (mod_dav) and a real WebHDFS (MiniDFSCluster) on loopback.
 //   1–2. download / upload throughput against file size, with peak RSS and CPU per GiB
+//   1c.  the study's falling curve: php-curl RETURNTRANSFER with blocks grown as on Windows (alloc)
 //   3.   hand-off cost from PHP, and a PHP endpoint under wrk (hand off vs upload directly)
 //   4.   1, 4, 16, 64 concurrent transfers
 //   5.   connection reuse over 1000 small files
@@ -17,6 +18,7 @@ import { cleanup, installCleanupHandlers, interruptedBy } from './lib/cleanup.js
 import { setupEnv } from './lib/env.js'
 import { createProgress, formatSeconds } from './lib/progress.js'
 import { estimateThroughput, runThroughput, summarizeThroughput, throughputSteps } from './lib/throughput.js'
+import { estimateAlloc, requireCompiler, runAlloc, summarizeAlloc } from './lib/alloc.js'
 import { estimateConcurrency, runConcurrency, summarizeConcurrency } from './lib/concurrency.js'
 import { estimateReuse, runReuse, summarizeReuse } from './lib/reuse.js'
 import { estimateHandoff, runHandoff } from './lib/handoff.js'
@@ -28,6 +30,7 @@ const RESULTS_DIR = fileURLToPath(new URL('./results/', import.meta.url))
 
 const SECTION = {
   throughput: { estimate: estimateThroughput, run: runThroughput, summarize: summarizeThroughput },
+  alloc: { estimate: estimateAlloc, run: runAlloc, summarize: summarizeAlloc },
   concurrency: { estimate: estimateConcurrency, run: runConcurrency, summarize: summarizeConcurrency },
   reuse: { estimate: estimateReuse, run: runReuse, summarize: summarizeReuse },
   handoff: { estimate: estimateHandoff, run: runHandoff },
@@ -54,7 +57,9 @@ async function main () {
     return
   }
   const sections = SECTIONS.filter((s) => opts.sections.includes(s))
-  if (sections.includes('web') && !opts.estimateOnly) requireWrk() // fail before the long part, not after it
+  // Fail before the long part, not after it.
+  if (sections.includes('web') && !opts.estimateOnly) requireWrk()
+  if (sections.includes('alloc') && !opts.estimateOnly) requireCompiler()
   installCleanupHandlers()
 
   const startedAt = new Date()

@@ -64,6 +64,11 @@ export async function writeCharts (dir, results) {
     const cpu = tp.filter((r) => r.cpuSPerGiB !== null).map((r) => ({ ...r, median: r.cpuSPerGiB, min: r.cpuSPerGiB, max: r.cpuSPerGiB }))
     specs['cpu.svg'] = linesWithSpread({ values: cpu, x: 'sizeMiB', xTitle: 'file size (MiB, log)', y: 'median', yTitle: 'CPU s per GiB', color: 'competitor', logX: true, title: 'CPU seconds per GiB moved' })
   }
+  const alloc = results.alloc?.summary
+  if (alloc?.length) {
+    const rows = alloc.map((r) => ({ ...r, median: r.mibps.median, min: r.mibps.min, max: r.mibps.max }))
+    specs['alloc.svg'] = linesWithSpread({ values: rows, x: 'sizeMiB', xTitle: 'file size (MiB)', y: 'median', yTitle: 'MiB/s (log; median, bar: min–max)', color: 'variant', logY: true, title: 'Blocks grown as on Windows: php-curl RETURNTRANSFER falls, the sidecar does not' })
+  }
   const conc = results.concurrency?.summary
   if (conc?.length) {
     const rows = conc.map((r) => ({ ...r, median: r.aggMiBps.median, min: r.aggMiBps.min, max: r.aggMiBps.max }))

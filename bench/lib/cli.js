@@ -5,7 +5,7 @@ import { parseArgs } from 'node:util'
 
 export const TARGETS = ['http', 'webhdfs']
 export const DIRECTIONS = ['download', 'upload']
-export const SECTIONS = ['throughput', 'concurrency', 'reuse', 'handoff', 'web']
+export const SECTIONS = ['throughput', 'alloc', 'concurrency', 'reuse', 'handoff', 'web']
 // Who moves the bytes, per direction (section 1 and 2 of the issue).
 export const COMPETITORS = {
   download: ['php-returntransfer', 'php-file', 'curl', 'sidecar'],
@@ -22,6 +22,8 @@ export const PRESETS = {
     sizes: [10, 100, 500],
     runs: 1,
     runsLarge: 1,
+    allocSizes: [10, 100, 300],
+    allocRuns: 1,
     concurrency: [1, 4, 16, 64],
     concSizeMiB: 64,
     concTargets: ['http'],
@@ -35,6 +37,8 @@ export const PRESETS = {
     sizes: STUDY_SIZES,
     runs: 3,
     runsLarge: 2,
+    allocSizes: [...STUDY_SIZES.filter((size) => size <= 300), 500],
+    allocRuns: 2,
     concurrency: [1, 4, 16, 64],
     concSizeMiB: 128,
     concTargets: ['http', 'webhdfs'],
@@ -63,6 +67,9 @@ The estimated duration is printed at the start.
   --targets LIST         ${TARGETS.join(',')} for throughput (default: both)
   --directions LIST      ${DIRECTIONS.join(',')} (default: both), throughput and concurrency
   --competitors LIST     ${ALL_COMPETITORS.join(',')} (default: all)
+  --alloc-sizes LIST     sizes in MiB of the alloc section (PHP growing blocks as on Windows;
+                         its time grows with the square of the size) [${PRESETS.quick.allocSizes.join(',')} | 10…300,500]
+  --alloc-runs N         runs per size of the alloc section [${PRESETS.quick.allocRuns} | ${PRESETS.full.allocRuns}]
   --concurrency LIST     concurrent transfers [1,4,16,64]
   --conc-size-mib N      size of each concurrent transfer [64 | 128]
   --conc-targets LIST    targets of the concurrency section [http | http,webhdfs]
@@ -112,6 +119,8 @@ export function parseCli (argv) {
       targets: { type: 'string' },
       directions: { type: 'string' },
       competitors: { type: 'string' },
+      'alloc-sizes': { type: 'string' },
+      'alloc-runs': { type: 'string' },
       concurrency: { type: 'string' },
       'conc-size-mib': { type: 'string' },
       'conc-targets': { type: 'string' },
@@ -145,6 +154,8 @@ export function parseCli (argv) {
     targets: values.targets ? list(values.targets, TARGETS, '--targets') : TARGETS,
     directions: values.directions ? list(values.directions, DIRECTIONS, '--directions') : DIRECTIONS,
     competitors: values.competitors ? list(values.competitors, ALL_COMPETITORS, '--competitors') : ALL_COMPETITORS,
+    allocSizes: values['alloc-sizes'] ? intList(values['alloc-sizes'], '--alloc-sizes') : p.allocSizes,
+    allocRuns: int('alloc-runs', p.allocRuns),
     concurrency: values.concurrency ? intList(values.concurrency, '--concurrency') : p.concurrency,
     concSizeMiB: int('conc-size-mib', p.concSizeMiB),
     concTargets: values['conc-targets'] ? list(values['conc-targets'], TARGETS, '--conc-targets') : p.concTargets,

@@ -37,7 +37,7 @@ export async function setupEnv (opts, progress) {
   const needed = new Set()
   if (opts.sections.includes('throughput')) opts.targets.forEach((t) => needed.add(t))
   if (opts.sections.includes('concurrency')) opts.concTargets.forEach((t) => needed.add(t))
-  if (['reuse', 'handoff', 'web'].some((s) => opts.sections.includes(s))) needed.add('http')
+  if (['alloc', 'reuse', 'handoff', 'web'].some((s) => opts.sections.includes(s))) needed.add('http')
 
   const targets = {}
   for (const name of ['http', 'webhdfs'].filter((t) => needed.has(t))) {

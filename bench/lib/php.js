@@ -8,12 +8,14 @@ import { killOnExit } from '../../test/harness/children.js'
 export const PHP_DIR = fileURLToPath(new URL('../php/', import.meta.url))
 const OUTPUT_LIMIT = 8 << 20
 
-// `onStart(pid)` runs right after the spawn, e.g. to sample the process from outside.
-export function runPhp (script, args, { memoryLimit = '256M', onStart } = {}) {
+// `onStart(pid)` runs right after the spawn, e.g. to sample the process from outside; `env` adds to
+// the process's environment (e.g. LD_PRELOAD).
+export function runPhp (script, args, { memoryLimit = '256M', onStart, env } = {}) {
   return new Promise((resolve, reject) => {
     const t0 = performance.now()
     const child = spawn('php', ['-d', `memory_limit=${memoryLimit}`, '-d', 'display_errors=stderr', PHP_DIR + script, JSON.stringify(args)], {
-      stdio: ['ignore', 'pipe', 'pipe']
+      stdio: ['ignore', 'pipe', 'pipe'],
+      ...(env && { env: { ...process.env, ...env } })
     })
     killOnExit(child) // an interrupted run leaves no transfer behind
     let stdout = ''

@@ -150,6 +150,21 @@ function webSection (records, charts) {
   return `${table(['page', 'requests/s', 'requests', 'p50 ms', 'p99 ms', 'non-2xx', 'socket errors¹', 'PHP CPU ms/req', 'daemon CPU ms/req', 'jobs succeeded', '÷ direct'], body)}\n\n${note}\n\n${pics}`
 }
 
+function allocSection (summary, charts) {
+  const variants = distinct(summary, 'variant')
+  const smallest = summary[0].sizeMiB
+  const at = (variant, size) => summary.find((r) => r.variant === variant && r.sizeMiB === size)
+  const head = ['MiB', ...variants.map((v) => `${v} MiB/s`), ...variants.map((v) => `${v} ÷ own at ${smallest} MiB`), 'peak RSS MiB (php / daemon)']
+  const body = distinct(summary, 'sizeMiB').map((size) => [
+    size,
+    ...variants.map((v) => sp(at(v, size)?.mibps, f1)),
+    ...variants.map((v) => f2(at(v, size)?.vsSmallest)),
+    variants.map((v) => f1(at(v, size)?.rssMiB)).join(' / ')
+  ])
+  const pics = charts.includes('alloc.svg') ? '![alloc.svg](alloc.svg)' : ''
+  return `${table(head, body)}\n\n${pics}`
+}
+
 function reuseSection (summary, charts) {
   const body = summary.map((r) => [r.variant, sp(r.seconds, f2), sp(r.filesPerSecond), f2(r.cpuMsPerFile), f2(r.vsNewHandle)])
   const pics = charts.includes('reuse.svg') ? '![reuse.svg](reuse.svg)' : ''
@@ -197,6 +212,11 @@ function method (params) {
   Uploads to httpd: size and sha256 of the file in httpd's directory; to WebHDFS: size (sidecar also
   the sha256 and HDFS checksum it checked). Concurrency: sizes and 64 KiB samples per 16 MiB block.
   Connection reuse: every file compared byte for byte.`],
+    [ran('alloc'), `- The study's falling curve (section 1c): downloads from httpd of ${p.allocSizes.join(', ')} MiB, ${p.allocRuns} run(s) each, by php-curl
+  RETURNTRANSFER as in section 1, by the same under \`LD_PRELOAD=bench/shim/no-inplace-growth.c\` (built with cc:
+  mremap may grow a mapping in place only within its 2 MiB step, so PHP's allocator grows the response string as on
+  Windows, allocating a new block and copying the whole string each time it outgrows 2 MiB more), and by the sidecar
+  with the job handed over by a php process under the same shim. "÷ own at N MiB" is each one's median throughput over its own at the smallest size.`],
     [ran('concurrency'), `- Concurrency: ${p.concurrency.join(', ')} transfers of ${p.concSizeMiB} MiB at once (${p.concRuns} run(s); targets ${p.concTargets.join(', ')}),
   N curl processes vs N jobs on a target whose concurrency is raised to ${Math.max(...p.concurrency)}; jobs submitted
   over TCP from Node; a fresh daemon for each sidecar point, so its peak RSS belongs to that N.
@@ -221,6 +241,7 @@ export function markdown ({ startedAt, seconds, machine, params, loadAvg, result
   const g = goals(results)
   const sections = []
   if (results.throughput) sections.push(`## 1–2. Download and upload throughput against file size\n\nDaemon idle RSS after start: ${f1(results.throughput.daemonIdleRssMiB)} MiB.\n\n${throughputSection(results.throughput.summary, charts)}`)
+  if (results.alloc) sections.push(`## 1c. The study's falling curve: php-curl RETURNTRANSFER with PHP's allocator growing blocks as on Windows (httpd download)\n\n${allocSection(results.alloc.summary, charts)}`)
   if (results.handoff) sections.push(`## 3. Hand-off cost from PHP (${params.handoffCalls} calls each, 4 KiB upload to httpd)\n\n${handoffSection(results.handoff.records, charts)}`)
   if (results.web) sections.push(`## 3b. Web endpoint: hand off vs upload directly\n\n${webSection(results.web.records, charts)}`)
   if (results.concurrency) sections.push(`## 4. Concurrency (${params.concSizeMiB} MiB per transfer)\n\nDaemon idle RSS after start: ${f1(results.concurrency.daemonIdleRssMiB)} MiB.\n\n${concurrencySection(results.concurrency.summary, charts)}`)

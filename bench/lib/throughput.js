@@ -17,7 +17,7 @@ import { GiB, MiB, distinct, median, pairedRatio, spread, summarizeBy } from './
 const EST_MIBPS = { http: 450, webhdfs: 280 }
 const EST_OVERHEAD_S = 0.6 // php start, sync, sha256 of the copy, round trips
 
-const seedName = (sizeMiB) => `seed-${sizeMiB}.bin`
+export const seedName = (sizeMiB) => `seed-${sizeMiB}.bin`
 const uploadName = (competitor, sizeMiB) => `up-${competitor}-${sizeMiB}.bin`
 
 // RETURNTRANSFER holds the body, and file_put_contents may need a copy: about 2.2× the file.
@@ -59,7 +59,7 @@ async function fsyncSeconds (file) {
 }
 
 // The sidecar's job, handed over and waited for by PHP, with the daemon's CPU and peak RSS.
-async function sidecarFromPhp (env, { target, direction, local, remote }) {
+async function sidecarFromPhp (env, { target, direction, local, remote, phpEnv }) {
   const daemon = env.daemon
   const peak = trackPeakRss(daemon.pid)
   const cpu0 = cpuSeconds(daemon.pid)
@@ -67,7 +67,7 @@ async function sidecarFromPhp (env, { target, direction, local, remote }) {
   try {
     r = await runPhp('transfer.php', {
       competitor: 'sidecar', direction, local, remote, socket: daemon.socketPath, sidecarTarget: target.sidecarName
-    })
+    }, { env: phpEnv })
   } finally {
     rss = peak.stop()
   }
@@ -80,7 +80,8 @@ async function sidecarFromPhp (env, { target, direction, local, remote }) {
 }
 
 // One transfer of `source` by `competitor`; returns the measured figures after verifying it.
-async function transfer (env, { target, direction, competitor, source, sizeMiB }) {
+// `phpEnv` is added to the environment of the php process of php-curl and sidecar competitors.
+export async function transfer (env, { target, direction, competitor, source, sizeMiB, phpEnv }) {
   if (direction === 'download') {
     const out = path.join(env.filesDir, `dl-${competitor}.bin`)
     const remote = seedName(sizeMiB)
@@ -90,11 +91,11 @@ async function transfer (env, { target, direction, competitor, source, sizeMiB }
         const c = await target.curlDownload(remote, out)
         r = { seconds: c.ms / 1000, cpuS: c.cpuS, rssMiB: c.rssMiB }
       } else if (competitor === 'sidecar') {
-        r = await sidecarFromPhp(env, { target, direction, local: out, remote: `/${remote}` })
+        r = await sidecarFromPhp(env, { target, direction, local: out, remote: `/${remote}`, phpEnv })
         verifyJob(r.job, source, 'sidecar download')
       } else {
         const memoryLimit = competitor === 'php-returntransfer' ? returnTransferLimit(sizeMiB) : '128M'
-        const p = await runPhp('transfer.php', { competitor, direction, local: out, remote: `/${remote}`, target: target.php }, { memoryLimit })
+        const p = await runPhp('transfer.php', { competitor, direction, local: out, remote: `/${remote}`, target: target.php }, { memoryLimit, env: phpEnv })
         r = { seconds: p.seconds, cpuS: p.cpuS, rssMiB: p.peakRssKiB / 1024, phpMemoryPeakMiB: p.memoryPeakBytes / MiB }
       }
       // The daemon fsyncs a download before its rename; curl does not: time that for the fair figure.

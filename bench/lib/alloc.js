@@ -3,9 +3,9 @@
 // cannot grow a large block in place (Windows), so the response string is copied whole each time it
 // outgrows its block. Linux grows those blocks in place (mremap), and the curve is flat here
 // (section 1). Preloading bench/shim/no-inplace-growth.c into php makes PHP's allocator grow
-// blocks as on Windows (see the shim) and brings the curve back. The sidecar
-// is then handed the same download by a php process under the same shim: PHP sends a small
-// request and never holds the body, so the allocator does not matter to it.
+// blocks as on Windows (see the shim) and brings the curve back. The sidecar is then handed the
+// same download by a php process under the same shim: PHP sends a small request and never holds
+// the body, so the allocator does not matter to it.
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'

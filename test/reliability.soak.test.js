@@ -38,9 +38,9 @@ const JOB_WAIT_S = 120
 const NAMES_PER_LANE = 16 // uploads overwrite a rotating set of names: remote storage stays bounded
 const FILES = { small: { size: 64 * KiB + 7 }, medium: { size: 4 * MiB + 3 } }
 // How far the late median may exceed the early one before it counts as growth:
-// - RSS: each running transfer holds up to ~4 MiB of pool buffers (its file's size in 1 MiB buffers), and how many of the
-//   LANES (plus a cancelled one) run at a sampling instant varies; V8 also sizes its heap in steps
-//   of several MiB. So (LANES + 1) × 4 MiB, and no less than 10 % of the early median.
+// - RSS: each running transfer holds at most its file's size in 1 MiB pool buffers (~4 MiB for a
+//   medium one, less beside others: src/datapath.js), and how many of the LANES (plus a cancelled
+//   one) run at a sampling instant varies; V8 also sizes its heap in steps of several MiB. So (LANES + 1) × 4 MiB, and no less than 10 % of the early median.
 // - fds: a running transfer has a file and up to two sockets open, and keep-alive pools to the
 //   namenode, httpd and the API client come and go: 3 per lane plus 8.
 const MARGINS = { rss: (early) => Math.max((LANES + 1) * 4 * MiB, 0.1 * early), fds: () => 3 * LANES + 8 }

@@ -178,6 +178,9 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
     state.version = src.version
     // Journaled (the remote's version) while the bytes already flow; see resumePoint.
     const started = onStart?.({ size: src.size, version: src.version ?? null, resumedFrom: offset })
+    // The target's checksum is asked for while the body flows: HDFS takes tens of ms to answer,
+    // which would otherwise be added to every download. If that fails, it is asked again after.
+    const theirs = state.checksum && backend.fileChecksum(job.remote, { signal, status: src.status }).then((value) => ({ value }), () => null)
     await Promise.all([
       pipeline(src.stream, new Meter(onProgress, { start: offset, hash: false }), new PartFile(temp.handle, state, pool), { signal }),
       started
@@ -185,7 +188,9 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
     state.digested = true
     const { sha256, checksum: ours } = await state.digest.digest()
     verify({ bytes: state.bytes, size: src.size, sha256, expected: job.expectedSha256, what: `${job.target}:${job.remote}` })
-    const verified = state.checksum && await backend.verifyChecksum(job.remote, ours, { signal, status: src.status })
+    const early = await theirs
+    const verified = state.checksum && backend.compareChecksum(job.remote, ours,
+      early ? early.value : await backend.fileChecksum(job.remote, { signal, status: src.status }))
     await onVerified?.({ bytes: state.bytes, sha256 })
     await publishLocal(temp.path, dest.path, job.overwrite)
     await syncDir(dest.dir)

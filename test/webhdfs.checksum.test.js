@@ -134,6 +134,35 @@ describe('against a MiniDFSCluster with 1 MiB blocks', () => {
     expect((await fs.readdir(root)).filter((n) => n.includes('flip-down.'))).toEqual([])
   })
 
+  it('asks for HDFS\'s checksum of a download while its body still flows', async () => {
+    const local = path.join(root, 'early-src')
+    await makeFile(local, 5 * MiB, 15)
+    await upload(job({ direction: 'upload', local, remote: '/early.bin' }), { backend, roots: [root] })
+    // The body trickles at 4 MiB/s, so it takes more than a second.
+    proxies.datanodes[0].fault({ rate: 4 * MiB, connections: 1, match: /op=OPEN/ })
+    let received = 0
+    const pending = download(job({ direction: 'download', local: path.join(root, 'early'), remote: '/early.bin' }),
+      { backend, roots: [root], onProgress: (bytes) => { received = bytes } })
+    const asked = () => proxies.requests().some((r) => /\/early\.bin\?\S*op=GETFILECHECKSUM/.test(r.line)) // not the upload's temp name
+    for (let waited = 0; !asked() && waited < 5000; waited += 10) await new Promise((resolve) => setTimeout(resolve, 10))
+    expect(asked()).toBe(true)
+    expect(received).toBeLessThan(4 * MiB)
+    const down = await pending
+    expect(down.checksum).toEqual({ algorithm: 'MD5-of-2048MD5-of-512CRC32C', bytes: expect.stringMatching(/^[0-9a-f]{56}$/) })
+  })
+
+  it('asks again after the body when the early checksum request fails', async () => {
+    const local = path.join(root, 'again-src')
+    await makeFile(local, 2 * MiB, 16)
+    const up = await upload(job({ direction: 'upload', local, remote: '/again.bin' }), { backend, roots: [root] })
+    // Every datanode try of the first GETFILECHECKSUM is answered 503; the one after the body passes.
+    const before = proxies.datanodes[0].stats.answered
+    proxies.datanodes[0].fault({ status: 503, connections: 3, match: /op=GETFILECHECKSUM/ })
+    const down = await download(job({ direction: 'download', local: path.join(root, 'again'), remote: '/again.bin' }), { backend, roots: [root] })
+    expect(proxies.datanodes[0].stats.answered - before).toBe(3)
+    expect(down.checksum).toEqual(up.checksum)
+  })
+
   it('with checksum: false, asks HDFS for no checksum and uploads all the same', async () => {
     const plain = createWebHdfsBackend({ name: 'hdfs', namenodes: proxies.urls, user: 'www-data', base: '/ck', checksum: false })
     const local = path.join(root, 'plain')

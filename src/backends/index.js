@@ -11,6 +11,8 @@
 // Optional, for targets that keep their own checksum of stored data (webhdfs):
 //   createChecksum({blockSize, signal}) → {update(buf), digest()} | null
 //   verifyChecksum(remote, digest, {signal}) → {algorithm, bytes} | null (null: not comparable)
+//   = compareChecksum(remote, digest, await fileChecksum(remote, {signal})), the two steps apart so
+//   that a download can ask for the target's checksum while its body still flows
 import path from 'node:path'
 import { createFileBackend } from './file.js'
 import { createHttpBackend } from './http.js'

@@ -305,6 +305,26 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
     return serverDefaults
   }
 
+  async function fileChecksum (remote, { signal, status } = {}) {
+    const st = status ?? await fileStatus(remote, signal)
+    if (st && !st.plainBlocks) return null
+    const res = await datanodeGet(remote, 'GETFILECHECKSUM', {}, signal)
+    return parseFileChecksum((await readJson(res, 'GETFILECHECKSUM')).FileChecksum) ?? { algorithm: null }
+  }
+
+  function compareChecksum (remote, ours, theirs) {
+    if (theirs === null) return null
+    if (theirs.algorithm !== ours.algorithm) {
+      log.warn({ remote, ours: ours.algorithm, theirs: theirs.algorithm }, 'HDFS checksum not comparable; not verified')
+      return null
+    }
+    if (theirs.bytes !== ours.bytes.slice(0, 56)) {
+      throw new ChecksumMismatchError(`${target.name}:${remote}: HDFS checksum differs from the bytes streamed (${theirs.algorithm})`,
+        { details: { algorithm: theirs.algorithm, expected: ours.bytes.slice(0, 56), actual: theirs.bytes } })
+    }
+    return { algorithm: theirs.algorithm, bytes: theirs.bytes }
+  }
+
   return {
     type: 'webhdfs',
     tempSuffix: target.tempSuffix,
@@ -379,22 +399,16 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
       return createHdfsChecksum({ blockSize: blockSize || defaults.blockSize, bytesPerChecksum: defaults.bytesPerChecksum, crcType })
     },
 
-    // Compares HDFS's GETFILECHECKSUM with ours; null when they cannot be compared (another
-    // algorithm or chunk size, encryption, erasure coding), a mismatch throws CHECKSUM_MISMATCH.
+    // HDFS's checksum of `remote` (GETFILECHECKSUM), {algorithm: null} when it is not one we
+    // know, null when the file's blocks do not hold the plain bytes (encryption, erasure coding).
+    fileChecksum,
+
+    // Compares HDFS's checksum (from fileChecksum) with ours: {algorithm, bytes}, null when they
+    // cannot be compared (another algorithm or chunk size), CHECKSUM_MISMATCH when they differ.
+    compareChecksum,
+
     async verifyChecksum (remote, ours, { signal, status } = {}) {
-      const st = status ?? await fileStatus(remote, signal)
-      if (st && !st.plainBlocks) return null
-      const res = await datanodeGet(remote, 'GETFILECHECKSUM', {}, signal)
-      const theirs = parseFileChecksum((await readJson(res, 'GETFILECHECKSUM')).FileChecksum)
-      if (!theirs || theirs.algorithm !== ours.algorithm) {
-        log.warn({ remote, ours: ours.algorithm, theirs: theirs?.algorithm ?? null }, 'HDFS checksum not comparable; not verified')
-        return null
-      }
-      if (theirs.bytes !== ours.bytes.slice(0, 56)) {
-        throw new ChecksumMismatchError(`${target.name}:${remote}: HDFS checksum differs from the bytes streamed (${theirs.algorithm})`,
-          { details: { algorithm: theirs.algorithm, expected: ours.bytes.slice(0, 56), actual: theirs.bytes } })
-      }
-      return { algorithm: theirs.algorithm, bytes: theirs.bytes }
+      return compareChecksum(remote, ours, await fileChecksum(remote, { signal, status }))
     },
 
     async close () { client.close() }

@@ -12,6 +12,7 @@ import { startHttpd } from './harness/httpd.js'
 import { startHdfs } from './harness/hdfs.js'
 import { startTestSidecar, tempDir, waitFor } from './helpers/sidecar.js'
 import { makeFile } from './helpers/files.js'
+import { freePort } from './helpers/ports.js'
 
 const MiB = 1 << 20
 const secret = 'callback-secret-0123456789'
@@ -51,7 +52,8 @@ beforeAll(async () => {
     targets: {
       local: { type: 'file', dir: await tempDir('handoff-store-') },
       files: { type: 'http', url: httpd.uploadUrl },
-      hdfs: { type: 'webhdfs', namenodes: hdfs.namenodes, user: 'www-data', base: '/data' }
+      hdfs: { type: 'webhdfs', namenodes: hdfs.namenodes, user: 'www-data', base: '/data' },
+      gone: { type: 'http', url: `http://127.0.0.1:${await freePort()}/` } // nothing listens there
     }
   })
   api = sc.api
@@ -241,5 +243,15 @@ describe('stream confinement', () => {
     expect(await raw('/v1/stream/local/%2e%2e/%2e%2e/etc/passwd')).toMatch(/^HTTP\/1.1 400[\s\S]*INVALID_PATH/)
     expect(await raw('/v1/stream/local/../../etc/passwd')).toMatch(/^HTTP\/1.1 (400|404)/)
     expect(await raw('/v1/stream/nope/x')).toMatch(/^HTTP\/1.1 400[\s\S]*UNKNOWN_TARGET/)
+  })
+
+  it('answers 503 NETWORK_ERROR with Retry-After when the target cannot be reached', async () => {
+    for (const method of ['GET', 'HEAD']) {
+      const r = await request(`${sc.url}/v1/stream/gone/a.bin`, { method })
+      expect(r.statusCode).toBe(503)
+      expect(r.headers['retry-after']).toBe('1')
+      const body = await r.body.text()
+      if (method === 'GET') expect(JSON.parse(body).error.code).toBe('NETWORK_ERROR')
+    }
   })
 })

@@ -39,7 +39,7 @@ export function sendError (res, err, logger) {
   const error = asSidecarError(err)
   if (error.statusCode >= 500) logger.error({ err }, 'request failed')
   if (res.headersSent) return res.destroy() // mid-body: the client must see a truncated answer
-  const headers = RETRY_LATER.has(error.code) ? { 'retry-after': '1' } : {}
+  const headers = RETRY_LATER.has(error.code) || error.statusCode === 503 ? { 'retry-after': '1' } : {}
   if (error.code === 'UNAUTHORIZED') headers['www-authenticate'] = 'Bearer realm="transfer-sidecar"'
   sendJson(res, error.statusCode, { error: { code: error.code, message: error.message } }, headers)
 }

@@ -5,7 +5,7 @@ import path from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { normalizeRemote } from '../paths.js'
 import { BufferPool, requestSink } from '../datapath.js'
-import { UnknownTargetError, RemoteNotFoundError, RangeNotSatisfiableError } from '../errors.js'
+import { UnknownTargetError, RemoteNotFoundError, RangeNotSatisfiableError, toSidecarError } from '../errors.js'
 
 const TYPES = {
   '.txt': 'text/plain; charset=utf-8',
@@ -92,7 +92,7 @@ export function streamHandler ({ config, backends, metrics }) {
       }
     } catch (err) {
       if (signal.aborted) return // the client went away: nobody to answer, and not our failure
-      throw err
+      throw toSidecarError(err) // a target that cannot be reached is NETWORK_ERROR, as for a job
     }
   }
 }

@@ -153,7 +153,7 @@ function httpUrl (value, field) {
   } catch {
     throw new ConfigError(field, `must be an http(s) URL, got ${JSON.stringify(value)}`)
   }
-  if (!['http:', 'https:'].includes(url.protocol)) throw new ConfigError(field, `must use http or https, got ${url.protocol}`)
+  if (!['http:', 'https:'].includes(url.protocol)) throw new ConfigError(field, `must be an http(s) URL, got ${JSON.stringify(value)}`)
   if (url.username || url.password) throw new ConfigError(field, 'must not carry credentials in the URL')
   if (url.search || url.hash) throw new ConfigError(field, 'must not have a query or fragment')
   return url
@@ -324,6 +324,7 @@ export function describeConfig (config) {
       }]))
   return {
     ...config,
+    socketMode: '0' + config.socketMode.toString(8), // as written in the file
     targets,
     token: config.token ? '[set]' : null,
     callbacks: { ...config.callbacks, secret: config.callbacks.secret ? '[set]' : null }

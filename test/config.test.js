@@ -83,10 +83,11 @@ describe('config validation', () => {
     await fs.writeFile(file, JSON.stringify({ ...await base(), targets: { h: { type: 'webhdfs', namenodes: ['ftp://x'] } } }))
     const bad = await run(process.execPath, [BIN, '--config', file]).catch((e) => e)
     expect(bad.code).toBe(2)
-    expect(bad.stderr).toContain('targets.h.namenodes[0]')
+    expect(bad.stderr).toContain('targets.h.namenodes[0]: must be an http(s) URL, got "ftp://x"')
     await fs.writeFile(file, JSON.stringify({ ...await base(), token: 'secret-token-0123456789' }))
     const ok = await run(process.execPath, [BIN, '--check-config'], { env: { ...process.env, SIDECAR_CONFIG: file } })
     expect(ok.stdout).not.toContain('secret-token-0123456789')
     expect(JSON.parse(ok.stdout).token).toBe('[set]')
+    expect(JSON.parse(ok.stdout).socketMode).toBe('0660') // as written, not 432
   })
 })

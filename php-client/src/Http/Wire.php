@@ -160,8 +160,9 @@ final class Wire
         $copied = 0;
         while ($copied < $length) {
             $chunk = @fread($stream, min(self::CHUNK, $length - $copied));
+            // A read that returns some bytes can still have waited read_timeout for more.
+            self::throwIfTimedOut($stream);
             if ($chunk === false || $chunk === '') {
-                self::throwIfTimedOut($stream);
                 throw new ConnectionException(sprintf('the connection closed after %d of %d body bytes', $copied, $length));
             }
             $copied += strlen($chunk);
@@ -212,8 +213,8 @@ final class Wire
         $copied = 0;
         while (!feof($stream)) {
             $chunk = @fread($stream, self::CHUNK);
+            self::throwIfTimedOut($stream);
             if ($chunk === false || $chunk === '') {
-                self::throwIfTimedOut($stream);
                 continue;
             }
             $copied += strlen($chunk);

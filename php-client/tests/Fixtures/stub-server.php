@@ -6,6 +6,7 @@ declare(strict_types=1);
 //   php stub-server.php SOCKET SCRIPT.json LOG.jsonl
 // SCRIPT is a list of connections, each a list of steps run in order:
 //   {"reply": "<base64>"}      read one request, write those raw bytes
+//   {"reply": …, "pause": 2}   the same, then say nothing for 2 s
 //   {"close": true}            read one request, close without answering
 //   {"silent": 1.5}            read one request, say nothing for 1.5 s, close
 // When a connection's steps are done it is closed. Every request read is appended to LOG as
@@ -54,6 +55,9 @@ foreach ($script as $n => $steps) {
         file_put_contents($logFile, json_encode(['conn' => $n] + $request) . "\n", FILE_APPEND);
         if (isset($step['reply'])) {
             fwrite($conn, base64_decode($step['reply']));
+            if (isset($step['pause'])) {
+                usleep((int) ($step['pause'] * 1e6));
+            }
         } elseif (isset($step['silent'])) {
             usleep((int) ($step['silent'] * 1e6));
             break;

@@ -185,6 +185,37 @@ final class ClientProtocolTest extends TestCase
         self::assertSame([$id . '.json'], $this->spooled());
     }
 
+    public function testAStallInsideABodyTimesOutAfterReadTimeout(): void
+    {
+        // The head and 6 of 100 body bytes, then silence: the read that got the 6 bytes already
+        // waited read_timeout for more, so the client must give up then, not wait a second time.
+        $partial = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":";
+        $stub = new StubServer([[['reply' => $partial, 'pause' => 2.0]]]);
+        $client = new Client(['socket' => $stub->socket, 'read_timeout' => 0.5]);
+        $started = hrtime(true);
+        try {
+            $client->status('abcdefghij');
+            self::fail('no exception');
+        } catch (ConnectionException $e) {
+            self::assertStringContainsString('read timed out', $e->getMessage());
+        }
+        self::assertLessThan(0.9, (hrtime(true) - $started) / 1e9); // 1.0 s when it waited twice
+        $client->close();
+        $stub->finish();
+    }
+
+    public function testARequestOverTheDaemonsBodyLimitIsRefusedBeforeSendingAndNotSpooled(): void
+    {
+        $client = new Client(['socket' => $this->spool . '/no.sock', 'spool' => $this->spool]);
+        try {
+            $client->upload('hdfs', '/srv/a', '/' . str_repeat('a', 70000));
+            self::fail('no exception');
+        } catch (RequestException $e) {
+            self::assertSame([413, 'PAYLOAD_TOO_LARGE'], [$e->getStatus(), $e->getErrorCode()]);
+        }
+        self::assertSame([], $this->spooled());
+    }
+
     public function testADeadSocketPathSpoolsAtOnce(): void
     {
         $client = new Client(['socket' => $this->spool . '/no.sock', 'spool' => $this->spool]);

@@ -95,19 +95,35 @@ export async function openSource (local, roots) {
   }
 }
 
-// Opens (creating it if needed) the temporary file of a download next to its final name, confined
-// like the source. Not truncated: a resumed download keeps what an earlier attempt wrote; readable,
-// so that those bytes can be hashed again after a restart. The directory is opened and checked
-// first and the file created through it (/proc/self/fd/N/name, as openat would), so a directory
-// swapped for a symlink after it was resolved cannot get a file created outside the roots.
-export async function openTemp (dest, tmpName, roots) {
-  const tmpPath = path.join(dest.dir, tmpName)
+// The directory of a download's destination, opened and checked inside the roots. The download's
+// files are created, linked and renamed through it (/proc/self/fd/N/name, as the *at() calls
+// would), so a directory swapped for a symlink after it was resolved cannot get a file created or
+// published outside the roots.
+export async function openDestDir (dest, roots) {
   const dir = await fs.open(dest.dir, C.O_RDONLY | C.O_DIRECTORY)
   try {
     if (!isInside(await openedPath(dir), roots)) throw new PathNotAllowedError(`${dest.path} is not inside a configured root`)
-    const handle = await fs.open(`/proc/self/fd/${dir.fd}/${tmpName}`, C.O_RDWR | C.O_CREAT | C.O_NOFOLLOW, 0o640)
-    return { handle, path: tmpPath }
-  } finally {
+    return dir
+  } catch (err) {
     await dir.close()
+    throw err
+  }
+}
+
+// `name` in the directory opened as `dir`, whatever its path is now.
+export const inDir = (dir, name) => `/proc/self/fd/${dir.fd}/${name}`
+
+// Opens (creating it if needed) the temporary file of a download next to its final name, confined
+// like the source, through the destination's directory (openDestDir), which the caller keeps for
+// the publish and closes: { handle, path, dir }. Not truncated: a resumed download keeps what an
+// earlier attempt wrote; readable, so that those bytes can be hashed again after a restart.
+export async function openTemp (dest, tmpName, roots) {
+  const dir = await openDestDir(dest, roots)
+  try {
+    const handle = await fs.open(inDir(dir, tmpName), C.O_RDWR | C.O_CREAT | C.O_NOFOLLOW, 0o640)
+    return { handle, path: path.join(dest.dir, tmpName), dir }
+  } catch (err) {
+    await dir.close()
+    throw err
   }
 }

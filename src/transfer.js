@@ -9,14 +9,13 @@ import { createReadStream } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { createHash } from 'node:crypto'
-import { isInside, openedPath, openSource, openTemp, resolveDestination } from './paths.js'
+import { inDir, openDestDir, openedPath, openSource, openTemp, resolveDestination } from './paths.js'
 import { BufferPool, backgroundSync, fileSource } from './datapath.js'
 import { Digest } from './digest.js'
 import { uploadTempPath } from './backends/index.js'
-import { syncDir } from './store.js'
 import { linkNoReplace } from './publish-local.js'
 import {
-  LocalExistsError, RemoteExistsError, SizeMismatchError, Sha256MismatchError, ChecksumMismatchError, SidecarError,
+  LocalExistsError, PathNotAllowedError, RemoteExistsError, SizeMismatchError, Sha256MismatchError, ChecksumMismatchError, SidecarError,
   toSidecarError
 } from './errors.js'
 
@@ -192,8 +191,7 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
     const verified = state.checksum && backend.compareChecksum(job.remote, ours,
       early ? early.value : await backend.fileChecksum(job.remote, { signal, status: src.status }))
     await onVerified?.({ bytes: state.bytes, sha256 })
-    await publishLocal(temp.path, dest.path, job.overwrite)
-    await syncDir(dest.dir)
+    await publishDownload(temp.dir, downloadTempName(dest, job), dest, job.overwrite)
     published = true
     return { bytes: state.bytes, size: src.size ?? state.bytes, sha256, ...(verified && { checksum: verified }) }
   } catch (err) {
@@ -203,11 +201,11 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
     pool?.close()
     src?.stream.destroy()
     const discard = !published && !keepForResume(failure, signal)
-    // Where the temp file really is: its directory may have been moved (and a symlink put in its
-    // place) during the transfer, and then tmpPath no longer names it.
-    const opened = discard && temp ? await openedPath(temp.handle).catch(() => null) : null
     await temp?.handle.close().catch(() => {})
-    if (discard) await fs.unlink(opened && isInside(opened, roots) ? opened : tmpPath).catch(() => {})
+    // Removed through its directory: that may have been moved (and a symlink put in its place)
+    // during the transfer, and then tmpPath no longer names it.
+    if (discard && temp) await fs.unlink(inDir(temp.dir, downloadTempName(dest, job))).catch(() => {})
+    await temp?.dir.close().catch(() => {})
     // The digest of what is on disk: kept for the next attempt while the file is, else dropped (a
     // finished one is dropped as a no-op). Before a new state exists, the file is as the last
     // attempt left it.
@@ -325,7 +323,14 @@ async function writeAll (handle, buffers, position) {
   }
 }
 
-const downloadTempName = (dest, job) => `.${dest.name}.${job.id}.part`
+// ".<name>.<job id>.part"; a name too long for that (NAME_MAX is 255 bytes) is cut, by whole
+// characters, so that a download to any valid name can have its temp file.
+function downloadTempName (dest, job) {
+  const suffix = `.${job.id}.part`
+  let name = dest.name
+  while (Buffer.byteLength(`.${name}${suffix}`) > 255) name = [...name].slice(0, -1).join('')
+  return `.${name}${suffix}`
+}
 
 // The temp file of a download that ended without success (kept for a resume that will not come).
 // A server may still be finishing the request we cut (a datanode creating the file, httpd writing
@@ -343,7 +348,9 @@ export async function discardPartial (job, { roots, backend }) {
     return
   }
   const dest = await resolveDestination(job.local, roots)
-  await fs.unlink(path.join(dest.dir, downloadTempName(dest, job))).catch(() => {})
+  const dir = await openDestDir(dest, roots)
+  await fs.unlink(inDir(dir, downloadTempName(dest, job))).catch(() => {})
+  await dir.close()
 }
 
 // After a crash between "verified" (journaled with its size and sha256) and "succeeded", finish
@@ -353,11 +360,15 @@ export async function finishPublish (job, { backend, roots, signal }) {
   const result = { bytes: job.bytes, size: job.bytes, sha256: job.sha256 }
   if (job.direction === 'download') {
     const dest = await resolveDestination(job.local, roots)
-    const tmp = path.join(dest.dir, downloadTempName(dest, job))
-    if ((await lstatOrNull(tmp))?.size === job.bytes) {
-      await publishLocal(tmp, dest.path, job.overwrite)
-      await syncDir(dest.dir)
-      return result
+    const dir = await openDestDir(dest, roots)
+    try {
+      const tmpName = downloadTempName(dest, job)
+      if ((await lstatOrNull(inDir(dir, tmpName)))?.size === job.bytes) {
+        await publishDownload(dir, tmpName, dest, job.overwrite)
+        return result
+      }
+    } finally {
+      await dir.close()
     }
     const final = await lstatOrNull(dest.path)
     if (final?.isFile() && final.size === job.bytes && await sha256File(dest.path) === job.sha256) return result
@@ -386,12 +397,25 @@ async function lstatOrNull (p) {
   })
 }
 
-async function publishLocal (from, to, overwrite) {
-  if (overwrite) return fs.rename(from, to)
-  try {
-    await linkNoReplace(from, to) // fails if the name appeared meanwhile; never replaces it
-  } catch (err) {
-    if (err.code === 'EEXIST') throw new LocalExistsError(`${to} exists and overwrite is false`)
-    throw err
+// Puts a download's temp file under its final name, through the destination's directory opened
+// (and checked) before the transfer, and only while that directory is still where the
+// destination's path leads: one moved away or swapped for a symlink during the transfer gets
+// nothing published, neither in it nor where the symlink points.
+async function publishDownload (dir, tmpName, dest, overwrite) {
+  if (await openedPath(dir) !== dest.dir) {
+    throw new PathNotAllowedError(`${dest.path}: its directory was moved or replaced during the transfer`)
   }
+  const from = inDir(dir, tmpName)
+  const to = inDir(dir, dest.name)
+  if (overwrite) {
+    await fs.rename(from, to)
+  } else {
+    try {
+      await linkNoReplace(from, to) // fails if the name appeared meanwhile; never replaces it
+    } catch (err) {
+      if (err.code === 'EEXIST') throw new LocalExistsError(`${dest.path} exists and overwrite is false`)
+      throw err
+    }
+  }
+  await dir.sync()
 }

@@ -726,6 +726,7 @@ describe('regressions (src/paths.js, src/listeners.js, src/http/app.js, src/http
     await fs.rename(path.join(root, 'd.gone'), path.join(root, 'd'))
     const opened = await openTemp(dest, '.x.bin.job.part', [root])
     await opened.handle.close()
+    await opened.dir.close()
     expect((await fs.lstat(path.join(root, 'd', '.x.bin.job.part'))).isFile()).toBe(true)
     await fs.symlink(path.join(outside, 'y'), path.join(root, 'd', '.y.part'))
     expect((await openTemp(dest, '.y.part', [root]).then(() => null, (e) => e))?.code).toBe('ELOOP')

@@ -63,7 +63,14 @@ if (args['check-config']) {
   process.exit(0)
 }
 
-const sidecar = await startSidecar(config)
+let sidecar
+try {
+  sidecar = await startSidecar(config)
+} catch (err) {
+  // Another daemon on the same state dir, a port in use, …: one line, not a stack trace.
+  console.error(`transfer-sidecar: cannot start: ${err.message}`)
+  process.exit(1)
+}
 for (const signal of ['SIGTERM', 'SIGINT']) {
   process.once(signal, () => {
     sidecar.stop().then(() => process.exit(0), (err) => {

@@ -9,23 +9,37 @@ import { createApp } from './http/app.js'
 import { listenAll, closeAll } from './listeners.js'
 import { createSpool } from './spool.js'
 import { createCallbackSender } from './callbacks.js'
+import { lockStateDir } from './lock.js'
 
 export { loadConfig, validateConfig, ConfigError } from './config.js'
+export { StateDirLockedError } from './lock.js'
 
 export async function startSidecar (config, { logger = createLogger({ level: config.logLevel }), clock } = {}) {
   let scheduler = null
   const metrics = createMetrics({ scheduler: () => scheduler })
   const backends = Object.fromEntries(Object.values(config.targets).map((t) => [t.name, createBackend(t, { logger, metrics })]))
-  const store = await openJobStore({ dir: path.join(config.stateDir, 'jobs'), logger })
-  scheduler = new Scheduler({ config, store, backends, metrics, logger, clock })
-  await scheduler.recover()
-  const callbacks = createCallbackSender({ config, logger, metrics, save: (job) => scheduler.save(job), view: (job) => scheduler.view(job), clock })
-  scheduler.callbacks = callbacks
-  for (const job of scheduler.pendingCallbacks()) callbacks.deliver(job)
-  const spool = createSpool({ config, scheduler, logger, metrics })
-  await spool.start()
-  const app = createApp({ config, scheduler, backends, metrics, logger })
-  const servers = await listenAll(app, config)
+  const lock = await lockStateDir(config.stateDir) // before the journal is touched (see lock.js)
+  let store, callbacks, spool, servers
+  try {
+    store = await openJobStore({ dir: path.join(config.stateDir, 'jobs'), logger })
+    scheduler = new Scheduler({ config, store, backends, metrics, logger, clock })
+    await scheduler.recover()
+    callbacks = createCallbackSender({ config, logger, metrics, save: (job) => scheduler.save(job), view: (job) => scheduler.view(job), clock })
+    scheduler.callbacks = callbacks
+    for (const job of scheduler.pendingCallbacks()) callbacks.deliver(job)
+    spool = createSpool({ config, scheduler, logger, metrics })
+    await spool.start()
+    const app = createApp({ config, scheduler, backends, metrics, logger })
+    servers = await listenAll(app, config)
+  } catch (err) {
+    // A start that fails half-way (a port in use, say) leaves every unfinished job queued on disk.
+    await spool?.stop().catch(() => {})
+    await scheduler?.stop(0).catch(() => {})
+    callbacks?.stop()
+    await store?.close().catch(() => {})
+    await lock.release()
+    throw err
+  }
   logger.info({ listen: servers.map((s) => s.address), targets: Object.keys(config.targets) }, 'transfer-sidecar listening')
 
   let stopping = null
@@ -38,6 +52,7 @@ export async function startSidecar (config, { logger = createLogger({ level: con
       callbacks.stop()
       await closing
       await store.close()
+      await lock.release()
       await Promise.all(Object.values(backends).map((b) => b.close()))
       logger.info('stopped')
       logger.flush?.()

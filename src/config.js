@@ -4,6 +4,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import net from 'node:net'
+import { execFileSync } from 'node:child_process'
 
 export class ConfigError extends Error {
   constructor (field, message) {
@@ -236,6 +237,27 @@ function remoteBase (value, field) {
   return '/' + value.split('/').filter(Boolean).join('/')
 }
 
+// The gid of socketGroup (null: leave the socket's group alone). A name is looked up now, with the
+// system's own resolver (getent: /etc/group, NSS), so that a typo stops the start like any other
+// config error instead of failing after the socket is created.
+function groupId (group) {
+  if (group === null) return null
+  if (Number.isInteger(group) && group >= 0 && group < 0xffffffff) return group
+  if (typeof group !== 'string' || !/^[A-Za-z0-9_.-]{1,64}$/.test(group)) {
+    throw new ConfigError('socketGroup', 'must be null, a group name or a numeric gid')
+  }
+  let line
+  try {
+    line = execFileSync('getent', ['group', group], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
+  } catch (err) {
+    if (err.status === 2) throw new ConfigError('socketGroup', `no such group ${JSON.stringify(group)}`) // getent: key not found
+    throw new ConfigError('socketGroup', `cannot look up group ${JSON.stringify(group)} (${err.code ?? `getent exited ${err.status}`})`)
+  }
+  const gid = Number(line.split(':')[2])
+  if (!Number.isInteger(gid)) throw new ConfigError('socketGroup', `cannot read the gid of group ${JSON.stringify(group)} from getent`)
+  return gid
+}
+
 function validateSpool (value, stateDir) {
   if (value !== undefined && !isObject(value)) throw new ConfigError('spool', 'must be an object')
   const { dir, ...rest } = value ?? {}
@@ -278,9 +300,7 @@ export function validateConfig (raw, { env = process.env } = {}) {
   const socketMode = raw.socketMode ?? DEFAULTS.socketMode
   if (typeof socketMode !== 'string' || !/^0?[0-7]{3}$/.test(socketMode)) throw new ConfigError('socketMode', 'must be an octal string like "0660"')
   const socketGroup = raw.socketGroup ?? null
-  if (socketGroup !== null && !(typeof socketGroup === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(socketGroup)) && !Number.isInteger(socketGroup)) {
-    throw new ConfigError('socketGroup', 'must be null, a group name or a numeric gid')
-  }
+  const socketGid = groupId(socketGroup)
 
   const queue = section(raw.queue, 'queue', DEFAULTS.queue)
   if (queue.limit < 1) throw new ConfigError('queue.limit', 'must be at least 1')
@@ -302,6 +322,7 @@ export function validateConfig (raw, { env = process.env } = {}) {
     token,
     socketMode: parseInt(socketMode, 8),
     socketGroup,
+    socketGid,
     queue: Object.freeze(queue),
     retry: Object.freeze(retry),
     timeouts: Object.freeze(timeouts),

@@ -3,7 +3,6 @@ import http from 'node:http'
 import net from 'node:net'
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { execFileSync } from 'node:child_process'
 import { InvalidRequestError } from './errors.js'
 import { sendError } from './http/respond.js'
 
@@ -21,14 +20,26 @@ const CLIENT_ERRORS = {
   ERR_HTTP_REQUEST_TIMEOUT: 'the request was not received in time'
 }
 
+// A JSON error written straight to a socket that node's HTTP server no longer serves, then closed.
+function answerRaw (socket, status, code, message) {
+  const body = JSON.stringify({ error: { code, message } })
+  socket.end(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\n` +
+    `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`, () => socket.destroy())
+}
+
 // What node's parser refuses (malformed or oversized heads, bad framing, timeouts) it would answer
 // with a bare 400/431/408; the API answers every error as JSON. Like node's own handler, nothing
 // is written once an answer on this connection has started, and the connection is closed.
 function answerClientError (err, socket) {
   if (err.code === 'ECONNRESET' || !socket.writable || socket._httpMessage?.headersSent) return socket.destroy()
-  const body = JSON.stringify({ error: { code: 'INVALID_REQUEST', message: CLIENT_ERRORS[err.code] ?? 'malformed HTTP request' } })
-  socket.end('HTTP/1.1 400 Bad Request\r\ncontent-type: application/json; charset=utf-8\r\n' +
-    `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`, () => socket.destroy())
+  answerRaw(socket, 400, 'INVALID_REQUEST', CLIENT_ERRORS[err.code] ?? 'malformed HTTP request')
+}
+
+// CONNECT (a tunnel request) never reaches the app: node hands it to 'connect' listeners, and
+// without one it closes the connection unanswered. The API has no tunnels; say so like any error.
+function refuseConnect (req, socket) {
+  if (!socket.writable) return socket.destroy()
+  answerRaw(socket, 405, 'METHOD_NOT_ALLOWED', 'CONNECT is not allowed')
 }
 
 // An Expect other than 100-continue (node would answer a bare 417).
@@ -54,12 +65,6 @@ async function clearStaleSocket (file) {
   await fs.unlink(file)
 }
 
-function groupId (group) {
-  if (Number.isInteger(group)) return group
-  const line = execFileSync('getent', ['group', group], { encoding: 'utf8' }).trim()
-  return Number(line.split(':')[2])
-}
-
 export async function listenAll (app, config) {
   const servers = []
   try {
@@ -67,16 +72,19 @@ export async function listenAll (app, config) {
       const server = http.createServer(SERVER_OPTIONS, app)
       server.on('clientError', answerClientError)
       server.on('checkExpectation', answerExpectation)
+      server.on('connect', refuseConnect) // 'upgrade' needs nothing: without a listener it is a plain request
       if (l.type === 'unix') {
         await fs.mkdir(path.dirname(l.path), { recursive: true, mode: 0o755 })
         await clearStaleSocket(l.path)
         await listen(server, l.path)
+        // Listed at once, so that if chmod or chown fails, closeAll removes the socket file.
+        servers.push({ server, listen: l, address: server.address() })
         await fs.chmod(l.path, config.socketMode)
-        if (config.socketGroup !== null) await fs.chown(l.path, -1, groupId(config.socketGroup))
+        if (config.socketGid !== null) await fs.chown(l.path, -1, config.socketGid) // resolved by config.js
       } else {
         await listen(server, l.port, l.host)
+        servers.push({ server, listen: l, address: server.address() })
       }
-      servers.push({ server, listen: l, address: server.address() })
     }
   } catch (err) {
     await closeAll(servers, 0)

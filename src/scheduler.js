@@ -41,7 +41,7 @@ export class Scheduler {
     this.unfinished = 0
     this.finished = new Set() // ids of finished jobs, oldest end first (for queue.keepFinished)
     this.pruning = null
-    this.running = new Map() // id → { controller, promise, startedAt }
+    this.running = new Map() // id → { controller, promise, startedAt, job }
     this.persisting = new Map() // id → promise of the first write (for idempotent resubmits)
     this.timers = new Map() // id → retry timer
     this.waiters = new Map() // id → Set of callbacks run when the job ends
@@ -190,10 +190,15 @@ export class Scheduler {
     return job
   }
 
+  // `running` counts the jobs in state running, not every entry of this.running: a job ending is
+  // still there while its final record is saved, after `unfinished` no longer counts it, and
+  // waiting (unfinished − running) would read −1.
   stats () {
     let queued = 0
     for (const q of this.queues.values()) queued += q.queue.length
-    return { unfinished: this.unfinished, running: this.running.size, waiting: this.unfinished - this.running.size, queued }
+    let running = 0
+    for (const run of this.running.values()) if (run.job.state === 'running') running++
+    return { unfinished: this.unfinished, running, waiting: this.unfinished - running, queued }
   }
 
   // Stops scheduling; running transfers get `graceMs` to finish, then are aborted and left queued.
@@ -249,7 +254,7 @@ export class Scheduler {
       if (job.state !== 'queued' || this.running.has(job.id)) continue // cancelled meanwhile
       q.running++
       const controller = new AbortController()
-      const run = { controller, startedAt: this.clock() }
+      const run = { controller, startedAt: this.clock(), job }
       this.running.set(job.id, run)
       run.promise = this.#attempt(job, run).finally(() => {
         this.running.delete(job.id)

@@ -275,11 +275,48 @@ describe('bad input gets a coded 4xx and nothing runs', () => {
     ['GET', '/v1/nothing', 404, 'NOT_FOUND'],
     ['PUT', '/v1/jobs', 405, 'METHOD_NOT_ALLOWED'],
     ['GET', '/v1/jobs?state=bogus', 400, 'INVALID_REQUEST'],
-    ['GET', '/v1/jobs?limit=0', 400, 'INVALID_REQUEST']
+    ['GET', '/v1/jobs?limit=0', 400, 'INVALID_REQUEST'],
+    // Routing is strict and case-sensitive: only the documented paths exist, for every method
+    // (POST /v1/jobs, served before express, matches exactly too).
+    ['GET', '/v1/jobs/', 404, 'NOT_FOUND'],
+    ['GET', '/V1/JOBS', 404, 'NOT_FOUND'],
+    ['GET', '/HEALTHZ', 404, 'NOT_FOUND'],
+    ['PUT', '/v1/jobs/', 404, 'NOT_FOUND']
   ])('%s %s', async (method, p, status, code) => {
     const res = await api.call(method, p)
     expect(res.status).toBe(status)
     expect(res.json.error.code).toBe(code)
+  })
+
+  it.each(['/v1/jobs/', '/V1/JOBS', '/v1/Jobs', '/v1/jobs/?x=1'])('POST %s is no route (404 NOT_FOUND), and creates no job', async (p) => {
+    const before = sc.scheduler.jobs.size
+    const res = await api.call('POST', p, ok())
+    expect(res).toMatchObject({ status: 404, json: { error: { code: 'NOT_FOUND' } } })
+    expect(sc.scheduler.jobs.size).toBe(before)
+  })
+
+  it.each(['0x3', '', '1e1', '%203', '3.', '.5', '-1', '301', '300.001', 'Infinity'])('?wait=%s is 400 INVALID_REQUEST naming wait', async (w) => {
+    const res = await api.call('GET', `/v1/jobs/doesnotexist?wait=${w}`)
+    expect(res).toMatchObject({ status: 400, json: { error: { code: 'INVALID_REQUEST', message: expect.stringContaining('wait') } } })
+  })
+
+  it.each(['0', '2.5', '300', '007'])('?wait=%s is a valid wait', async (w) => {
+    expect((await api.call('GET', `/v1/jobs/doesnotexist?wait=${w}`)).json.error.code).toBe('JOB_NOT_FOUND')
+  })
+
+  it.each(['tcp', 'unix'])('CONNECT over %s is answered 405 METHOD_NOT_ALLOWED as JSON, then closed; an Upgrade is a plain request', async (kind) => {
+    const exchange = (text) => new Promise((resolve, reject) => {
+      const s = kind === 'unix' ? net.connect(sc.socket) : net.connect(new URL(sc.url).port, '127.0.0.1')
+      let out = ''
+      s.once('error', reject)
+      s.on('data', (d) => { out += d })
+      s.once('close', () => resolve(out))
+      s.once('connect', () => s.write(text))
+    })
+    const tunnel = await exchange('CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1:22\r\n\r\n') // resolves once the server closes
+    expect(tunnel).toMatch(/^HTTP\/1.1 405 Method Not Allowed\r\n[\s\S]*\r\n\r\n\{"error":\{"code":"METHOD_NOT_ALLOWED","message":"CONNECT is not allowed"\}\}$/)
+    const upgrade = await exchange('GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade, close\r\nUpgrade: websocket\r\n\r\n')
+    expect(upgrade).toMatch(/^HTTP\/1.1 200 OK\r\n[\s\S]*"status":"ok"/)
   })
 
   it('a download never writes outside the roots even when the parent is swapped for a symlink', async () => {

@@ -1,7 +1,7 @@
 import { describe, it, expect } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { execFile } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
 import { promisify } from 'node:util'
 import { validateConfig, loadConfig, embeddedConfig, ConfigError } from '../src/config.js'
 import { tempDir } from './helpers/sidecar.js'
@@ -44,6 +44,8 @@ describe('config validation', () => {
     ['/ as root', (c) => ({ ...c, roots: ['/'] }), 'roots'],
     ['a short token', (c) => ({ ...c, token: 'short' }), 'token'],
     ['a bad socket mode', (c) => ({ ...c, socketMode: '999' }), 'socketMode'],
+    ['an unknown socket group', (c) => ({ ...c, socketGroup: 'nosuchgroup' }), 'socketGroup'],
+    ['a negative gid', (c) => ({ ...c, socketGroup: -1 }), 'socketGroup'],
     ['a negative queue limit', (c) => ({ ...c, queue: { limit: -1 } }), 'queue.limit'],
     ['zero attempts', (c) => ({ ...c, retry: { attempts: 0 } }), 'retry.attempts'],
     ['no targets', (c) => ({ ...c, targets: {} }), 'targets'],
@@ -61,6 +63,15 @@ describe('config validation', () => {
   it('allows a non-loopback listener with a token', async () => {
     const c = validateConfig({ ...await base(), listen: ['0.0.0.0:8765'], token: 'x'.repeat(32) })
     expect(c.listen[0].host).toBe('0.0.0.0')
+  })
+
+  it('resolves socketGroup when it validates: a name to its gid, a numeric gid as is', async () => {
+    const gid = Number(execFileSync('getent', ['group', 'www-data'], { encoding: 'utf8' }).split(':')[2])
+    expect(validateConfig({ ...await base(), socketGroup: 'www-data' })).toMatchObject({ socketGroup: 'www-data', socketGid: gid })
+    expect(validateConfig({ ...await base(), socketGroup: 54321 })).toMatchObject({ socketGroup: 54321, socketGid: 54321 })
+    expect(validateConfig(await base())).toMatchObject({ socketGroup: null, socketGid: null })
+    const raw = { ...await base(), socketGroup: 'nosuchgroup' }
+    expect(() => validateConfig(raw)).toThrow('config: socketGroup: no such group "nosuchgroup"')
   })
 
   it('embedded default: loopback, a socket and a local target under the state dir', () => {
@@ -89,5 +100,18 @@ describe('config validation', () => {
     expect(ok.stdout).not.toContain('secret-token-0123456789')
     expect(JSON.parse(ok.stdout).token).toBe('[set]')
     expect(JSON.parse(ok.stdout).socketMode).toBe('0660') // as written, not 432
+  })
+
+  it('an unknown socketGroup stops --check-config and a start with exit 2, before any socket exists', async () => {
+    const dir = await tempDir()
+    const file = path.join(dir, 'c.json')
+    const socket = path.join(dir, 'run', 'sidecar.sock')
+    await fs.writeFile(file, JSON.stringify({ ...await base(), listen: ['127.0.0.1:0', `unix:${socket}`], socketGroup: 'nosuchgroup' }))
+    for (const args of [['--check-config', '--config', file], ['--config', file]]) {
+      const bad = await run(process.execPath, [BIN, ...args], { timeout: 10000 }).catch((e) => e)
+      expect(bad.code, args.join(' ')).toBe(2)
+      expect(bad.stderr.trim()).toBe('config: socketGroup: no such group "nosuchgroup"') // no stack trace
+      await expect(fs.access(socket)).rejects.toThrow(/ENOENT/)
+    }
   })
 })

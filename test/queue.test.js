@@ -82,6 +82,31 @@ describe('queue', () => {
     }
   })
 
+  it('never counts a job both finished and running: waiting is not negative while its final record is saved', async () => {
+    const dir = await tempDir('ending-root-')
+    const ending = await startTestSidecar({ roots: [dir], targets: { local: { type: 'file', dir: await tempDir('ending-store-') } } })
+    try {
+      await fs.writeFile(path.join(dir, 'e'), 'e')
+      // The final record is saved while the job is still in the scheduler's running map: look at
+      // the counts from inside that save, as /healthz or a scrape at that moment would.
+      const seen = []
+      const gauge = []
+      const put = ending.scheduler.store.put.bind(ending.scheduler.store)
+      ending.scheduler.store.put = (job, opts) => {
+        if (job.state === 'succeeded') {
+          seen.push(ending.scheduler.stats())
+          gauge.push(ending.metrics.registry.getSingleMetric('sidecar_queue_jobs').get()) // collects now
+        }
+        return put(job, opts)
+      }
+      expect((await ending.api.run({ direction: 'upload', target: 'local', local: path.join(dir, 'e'), remote: '/e' })).state).toBe('succeeded')
+      expect(seen).toEqual([{ unfinished: 0, running: 0, waiting: 0, queued: 0 }])
+      expect((await gauge[0]).values.map((v) => [v.labels.state, v.value])).toEqual([['queued', 0], ['running', 0]])
+    } finally {
+      await ending.stop()
+    }
+  })
+
   it('gives the unix socket the configured group', async () => {
     const gid = Number(execFileSync('getent', ['group', 'www-data'], { encoding: 'utf8' }).split(':')[2])
     expect((await fs.stat(sc.socket)).gid).toBe(gid)

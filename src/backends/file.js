@@ -3,7 +3,9 @@ import fs from 'node:fs/promises'
 import { createReadStream, createWriteStream } from 'node:fs'
 import path from 'node:path'
 import { finished } from 'node:stream/promises'
-import { RemoteExistsError, RemoteNotFoundError } from '../errors.js'
+import {
+  RemoteExistsError, RemoteNotFoundError, RemoteRejectedError, PermissionDeniedError, RemoteQuotaExceededError
+} from '../errors.js'
 import { syncDir } from '../store.js'
 import { linkNoReplace } from '../publish-local.js'
 import { fileSource, fileSink } from '../datapath.js'
@@ -13,9 +15,31 @@ const CHUNK = 1 << 20
 // Publishing replaces a file by rename, so a new inode (or size, or mtime) means another file.
 const versionOf = (st) => `${st.ino}:${st.size}:${Math.trunc(st.mtimeMs)}`
 
+// What went wrong in the store, said of the remote path (the store's own path stays out).
+const STORE_PROBLEMS = {
+  EISDIR: 'is a directory',
+  ENOTDIR: 'a parent is not a directory',
+  EEXIST: 'a parent is not a directory', // mkdir of a parent that is a file
+  ENAMETOOLONG: 'a name in the path is too long',
+  ENOENT: 'does not exist'
+}
+
+// An fs error in the store is the target's, not the job's local file's (which transfer.js handles):
+// a remote code and a message naming `target:remote`. Other errors (aborts, ours) pass unchanged.
+function storeError (err, where) {
+  const code = err?.code
+  if (typeof code !== 'string' || !/^E[A-Z]+$/.test(code)) return err
+  const why = `${where}: ${STORE_PROBLEMS[code] ?? `${err.syscall ?? 'file system'} failed`} (${code})`
+  if (code === 'EACCES' || code === 'EPERM') return new PermissionDeniedError(why, { cause: err })
+  if (code === 'ENOSPC' || code === 'EDQUOT') return new RemoteQuotaExceededError(why, { cause: err })
+  return new RemoteRejectedError(why, { cause: err })
+}
+
 export function createFileBackend (target) {
   const root = target.dir
   const full = (remote) => path.join(root, remote)
+  const where = (remote) => target.name ? `${target.name}:${remote}` : remote
+  const rethrow = (remote) => (err) => { throw storeError(err, where(remote)) }
 
   return {
     type: 'file',
@@ -27,7 +51,7 @@ export function createFileBackend (target) {
         return { size: s.size, type: s.isDirectory() ? 'dir' : 'file', version: versionOf(s) }
       } catch (err) {
         if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return null
-        throw err
+        throw storeError(err, where(remote))
       }
     },
 
@@ -38,9 +62,17 @@ export function createFileBackend (target) {
         handle = await fs.open(full(remote), 'r')
       } catch (err) {
         if (err.code === 'ENOENT' || err.code === 'ENOTDIR') throw new RemoteNotFoundError(`${remote} does not exist`)
-        throw err
+        throw storeError(err, where(remote))
       }
-      const st = await handle.stat()
+      let st
+      try {
+        st = await handle.stat()
+        // open() takes a directory; reading it would fail later, as if the local side had.
+        if (st.isDirectory()) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' })
+      } catch (err) {
+        await handle.close()
+        throw storeError(err, where(remote))
+      }
       if (pool) {
         const stream = fileSource(handle.fd, { pool, start: offset, end: length === undefined ? Infinity : offset + length })
         stream.once('close', () => handle.close())
@@ -53,16 +85,17 @@ export function createFileBackend (target) {
     // With a `pool` and a `meter` the stream is a sink that hashes and gives pool buffers back.
     async openWrite (remote, { pool, meter } = {}) {
       const file = full(remote)
-      await fs.mkdir(path.dirname(file), { recursive: true })
-      const handle = await fs.open(file, 'w', 0o640)
+      await fs.mkdir(path.dirname(file), { recursive: true }).catch(rethrow(remote))
+      const handle = await fs.open(file, 'w', 0o640).catch(rethrow(remote))
+      // A failed write surfaces through `done` too, which transfer.js prefers to the pipeline's error.
       if (pool) {
         const stream = fileSink(handle.fd, { pool, meter })
-        const done = finished(stream).finally(() => handle.close())
+        const done = finished(stream).finally(() => handle.close()).catch(rethrow(remote))
         return { stream, done }
       }
       // The stream owns the handle: it fsyncs (flush) and closes it when it ends or is destroyed.
       const stream = createWriteStream(null, { fd: handle, highWaterMark: CHUNK, flush: true })
-      const done = finished(stream)
+      const done = finished(stream).catch(rethrow(remote))
       return { stream, done }
     },
 
@@ -70,21 +103,21 @@ export function createFileBackend (target) {
       const from = full(tmp)
       const to = full(remote)
       if (overwrite) {
-        await fs.rename(from, to)
+        await fs.rename(from, to).catch(rethrow(remote))
       } else {
         // link() fails if the name exists, so two jobs cannot both publish without overwrite.
         try {
           await linkNoReplace(from, to)
         } catch (err) {
           if (err.code === 'EEXIST') throw new RemoteExistsError(`${remote} exists and overwrite is false`)
-          throw err
+          throw storeError(err, where(remote))
         }
       }
-      await syncDir(path.dirname(to))
+      await syncDir(path.dirname(to)).catch(rethrow(remote))
     },
 
     async remove (remote) {
-      await fs.rm(full(remote), { force: true })
+      await fs.rm(full(remote), { force: true }).catch(rethrow(remote))
     },
 
     async close () {}

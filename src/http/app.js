@@ -39,11 +39,12 @@ function browserRequest (req) {
   return null
 }
 
+// Plain decimal seconds only: Number() would also take "", "0x3", "1e3" and " 3 ".
 function parseWait (value) {
   if (value === undefined) return 0
-  const n = Number(value)
-  if (typeof value !== 'string' || !Number.isFinite(n) || n < 0) throw new InvalidRequestError('wait must be a number of seconds ≥ 0')
-  return Math.min(n, MAX_WAIT_SECONDS) * 1000
+  const n = typeof value === 'string' && /^\d+(\.\d+)?$/.test(value) ? Number(value) : NaN
+  if (!(n <= MAX_WAIT_SECONDS)) throw new InvalidRequestError(`wait must be a decimal number of seconds from 0 to ${MAX_WAIT_SECONDS}`)
+  return n * 1000
 }
 
 export function createApp ({ config, scheduler, backends, metrics, logger }) {
@@ -51,6 +52,10 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
   app.disable('x-powered-by')
   app.disable('etag')
   app.set('query parser', 'simple')
+  // Only the exact documented paths exist: "/v1/jobs/" or "/V1/JOBS" would otherwise reach the
+  // GET routes but not submit.js, which matches POST /v1/jobs exactly.
+  app.set('strict routing', true)
+  app.set('case sensitive routing', true)
 
   app.use((req, res, next) => {
     const start = process.hrtime.bigint()

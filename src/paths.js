@@ -6,6 +6,7 @@ import path from 'node:path'
 import { InvalidPathError, PathNotAllowedError, LocalNotFoundError, LocalIoError } from './errors.js'
 
 const MAX_PATH = 4096
+const NAME_MAX = 255 // bytes, on every Linux file system
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f]/
 
@@ -56,11 +57,15 @@ async function realOrThrow (p) {
   }
 }
 
-// Upload source: an existing regular file inside a root. Returns its real path.
+// Upload source: an existing regular file inside a root. Returns its real path. (stat, not open:
+// a FIFO is refused without blocking on it.)
 export async function resolveSource (local, roots) {
   const abs = checkLocalSyntax(local)
   const real = await realOrThrow(abs)
   if (!isInside(real, roots)) throw notAllowed(local)
+  const st = await fs.stat(real).catch(() => null)
+  if (!st) throw new LocalNotFoundError(`${local} does not exist`)
+  if (!st.isFile()) throw new InvalidPathError(`${local} is not a regular file`)
   return real
 }
 
@@ -69,6 +74,7 @@ export async function resolveDestination (local, roots) {
   const abs = checkLocalSyntax(local)
   const name = path.basename(abs)
   if (abs === '/' || name === '') throw new InvalidPathError('local must name a file')
+  if (Buffer.byteLength(name) > NAME_MAX) throw new InvalidPathError(`${local} has a name longer than the file system allows (${NAME_MAX} bytes)`)
   const dir = await realOrThrow(path.dirname(abs) + '/') // the slash: ENOTDIR unless a directory
   const real = path.join(dir, name)
   if (!isInside(dir, roots) || !isInside(real, roots)) throw notAllowed(local)

@@ -1,0 +1,44 @@
+// Upload sources are checked at submit, not only when the job runs: a directory, a FIFO or a
+// root itself is refused with 400 INVALID_PATH instead of an accepted job that fails later.
+import { describe, it, expect, afterAll } from 'vitest'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { execFileSync } from 'node:child_process'
+import { resolveSource, resolveDestination } from '../src/paths.js'
+import { startTestSidecar, tempDir } from './helpers/sidecar.js'
+
+let sc
+afterAll(() => sc?.stop({ graceMs: 0 }))
+
+describe('upload sources', () => {
+  it('resolveSource refuses what is not a regular file, without opening it', async () => {
+    const root = await tempDir('paths-root-')
+    await fs.mkdir(path.join(root, 'dir'))
+    execFileSync('mkfifo', [path.join(root, 'fifo')])
+    await fs.writeFile(path.join(root, 'file'), 'x')
+    for (const name of ['dir', 'fifo', '']) {
+      const err = await resolveSource(path.join(root, name), [root]).then(() => null, (e) => e)
+      expect(err?.code, name || 'the root').toBe('INVALID_PATH')
+    }
+    expect(await resolveSource(path.join(root, 'file'), [root])).toBe(path.join(await fs.realpath(root), 'file'))
+  })
+
+  it('a download to a name over 255 bytes is refused at submit', async () => {
+    const root = await tempDir('paths-root-')
+    const err = await resolveDestination(path.join(root, 'n'.repeat(256)), [root]).then(() => null, (e) => e)
+    expect(err?.code).toBe('INVALID_PATH')
+    expect((await resolveDestination(path.join(root, 'n'.repeat(255)), [root])).name).toHaveLength(255)
+  })
+
+  it('POST /v1/jobs answers 400 INVALID_PATH for a directory or FIFO as the source', async () => {
+    const root = await tempDir('paths-root-')
+    await fs.mkdir(path.join(root, 'dir'))
+    execFileSync('mkfifo', [path.join(root, 'fifo')])
+    sc = await startTestSidecar({ roots: [root], targets: { local: { type: 'file', dir: await tempDir('paths-store-') } } })
+    for (const local of [path.join(root, 'dir'), path.join(root, 'fifo'), root, root + '/']) {
+      const r = await sc.api.submit({ direction: 'upload', target: 'local', local, remote: '/x' })
+      expect([r.status, r.json?.error?.code], local).toEqual([400, 'INVALID_PATH'])
+      expect(r.json.error.message).toContain('is not a regular file')
+    }
+  })
+})

@@ -362,6 +362,8 @@ describe('web pages cannot drive a tokenless sidecar', () => {
     const out = await raw(conn, lines, lines[0].startsWith('POST') ? job(name) : '')
     expect(out).toMatch(/^HTTP\/1.1 403[\s\S]*"code":"BROWSER_REFUSED"/)
     expect((await api.call('GET', '/v1/jobs')).json.jobs.some((j) => j.remote === `/browser/${name}`)).toBe(false)
+    const [method, target] = lines[0].split(' ')
+    expect(sc.logs.records().some((r) => r.msg === 'request refused' && r.code === 'BROWSER_REFUSED' && r.method === method && r.path === target)).toBe(true)
   })
 
   it.each([

@@ -121,11 +121,14 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
   const submit = submitHandler({ config, scheduler, logger })
   return (req, res) => {
     // RFC 9112 3.2; node's own check (requireHostHeader) would answer without a JSON body.
-    if (req.headers.host === undefined && req.httpVersion === '1.1') {
-      return sendError(res, new InvalidRequestError('an HTTP/1.1 request needs a Host header'), logger)
+    const refused = req.headers.host === undefined && req.httpVersion === '1.1'
+      ? new InvalidRequestError('an HTTP/1.1 request needs a Host header')
+      : config.token ? null : browserRequest(req)
+    if (refused) {
+      // Answered before the request log above: logged here, so that refusals can be seen.
+      logger.warn({ method: req.method, path: req.url.slice(0, 200), status: refused.statusCode, code: refused.code, origin: req.headers.origin?.slice(0, 200), host: req.headers.host?.slice(0, 200) }, 'request refused')
+      return sendError(res, refused, logger)
     }
-    const refused = config.token ? null : browserRequest(req)
-    if (refused) return sendError(res, refused, logger)
     return isSubmit(req) ? submit(req, res) : app(req, res)
   }
 }

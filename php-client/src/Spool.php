@@ -51,44 +51,54 @@ final class Spool
         }
         $final = $this->pathFor($id);
         $temp = sprintf('%s/.tmp-%s-%s', $this->dir, $id, bin2hex(random_bytes(6)));
-        error_clear_last();
-        $handle = @fopen($temp, 'xb');
-        if ($handle === false) {
-            throw new SpoolException(sprintf('cannot create %s: %s', $temp, self::lastError()));
-        }
+        // Our own error handler while we work: the file functions' warnings say why they failed,
+        // and an application's handler (a framework's) may swallow them before error_get_last().
+        $warning = null;
+        set_error_handler(static function (int $level, string $message) use (&$warning): bool {
+            $warning = $message;
+            return true;
+        });
+        $why = static function () use (&$warning): string {
+            return $warning ?? 'unknown error';
+        };
+        $handle = null;
         try {
+            $handle = fopen($temp, 'xb');
+            if ($handle === false) {
+                $handle = null;
+                throw new SpoolException(sprintf('cannot create %s: %s', $temp, $why()));
+            }
             $length = strlen($json);
             for ($written = 0; $written < $length;) {
-                $n = @fwrite($handle, substr($json, $written));
+                $n = fwrite($handle, substr($json, $written));
                 if ($n === false || $n === 0) {
-                    throw new SpoolException(sprintf('cannot write %s: %s', $temp, self::lastError()));
+                    throw new SpoolException(sprintf('cannot write %s: %s', $temp, $why()));
                 }
                 $written += $n;
             }
             // The rename must not become visible before the data is on disk.
-            if (!@fflush($handle) || !@fsync($handle)) {
-                throw new SpoolException(sprintf('cannot fsync %s: %s', $temp, self::lastError()));
+            if (!fflush($handle) || !fsync($handle)) {
+                throw new SpoolException(sprintf('cannot fsync %s: %s', $temp, $why()));
             }
-            if (!@fclose($handle)) {
-                $handle = null;
-                throw new SpoolException(sprintf('cannot close %s: %s', $temp, self::lastError()));
-            }
+            $closed = fclose($handle);
             $handle = null;
-            if (!@chmod($temp, 0640) || !@rename($temp, $final)) {
-                throw new SpoolException(sprintf('cannot publish %s: %s', $final, self::lastError()));
+            if (!$closed) {
+                throw new SpoolException(sprintf('cannot close %s: %s', $temp, $why()));
+            }
+            if (!chmod($temp, 0640) || !rename($temp, $final)) {
+                throw new SpoolException(sprintf('cannot publish %s: %s', $final, $why()));
             }
         } catch (\Throwable $e) {
             if ($handle !== null) {
-                @fclose($handle);
+                fclose($handle);
             }
-            @unlink($temp);
+            if (file_exists($temp)) {
+                unlink($temp);
+            }
             throw $e;
+        } finally {
+            restore_error_handler();
         }
         return $final;
-    }
-
-    private static function lastError(): string
-    {
-        return error_get_last()['message'] ?? 'unknown error';
     }
 }

@@ -69,4 +69,20 @@ final class SpoolTest extends TestCase
             self::assertStringContainsString('/missing/.tmp-', $e->getMessage());
         }
     }
+
+    public function testTheReasonSurvivesAnApplicationErrorHandlerThatSwallowsWarnings(): void
+    {
+        // Like a framework's handler: @-suppressed warnings are "handled" (null), so PHP does not
+        // record them for error_get_last().
+        set_error_handler(static fn (): ?bool => null);
+        try {
+            (new Spool($this->dir . '/missing'))->write(JobId::generate(), '{}');
+            self::fail('no exception');
+        } catch (SpoolException $e) {
+            self::assertStringContainsString('No such file or directory', $e->getMessage());
+            self::assertStringNotContainsString('unknown error', $e->getMessage());
+        } finally {
+            restore_error_handler();
+        }
+    }
 }

@@ -140,6 +140,8 @@ describe('against a MiniDFSCluster with 1 MiB blocks', () => {
     await upload(job({ direction: 'upload', local, remote: '/early.bin' }), { backend, roots: [root] })
     // The body trickles at 4 MiB/s, so it takes more than a second.
     proxies.datanodes[0].fault({ rate: 4 * MiB, connections: 1, match: /op=OPEN/ })
+    const statusAsks = () => proxies.requests().filter((r) => /\/early\.bin\?op=GETFILESTATUS&/.test(r.line)).length
+    const statusAsked = statusAsks()
     let received = 0
     const pending = download(job({ direction: 'download', local: path.join(root, 'early'), remote: '/early.bin' }),
       { backend, roots: [root], onProgress: (bytes) => { received = bytes } })
@@ -149,6 +151,8 @@ describe('against a MiniDFSCluster with 1 MiB blocks', () => {
     expect(received).toBeLessThan(4 * MiB)
     const down = await pending
     expect(down.checksum).toEqual({ algorithm: 'MD5-of-2048MD5-of-512CRC32C', bytes: expect.stringMatching(/^[0-9a-f]{56}$/) })
+    // One GETFILESTATUS serves both the checksum's block size and the open.
+    expect(statusAsks() - statusAsked).toBe(1)
   })
 
   it('asks again after the body when the early checksum request fails', async () => {

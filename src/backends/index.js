@@ -1,6 +1,7 @@
 // Every backend implements one contract:
 //   stat(remote) → {size, type, version} | null
-//   openRead(remote, {offset, length, signal, ifVersion}) → {stream: Readable, size, version, offset}
+//   openRead(remote, {offset, length, signal, ifVersion, status}) → {stream: Readable, size, version, offset}
+//     status: the remote's stat() if the caller has it already (webhdfs then asks no second time)
 //     size: to the end of the file; version: an opaque validator of the file's content (null if the
 //     server gives none), so a download resumed at `offset` can tell it still reads the same file;
 //     offset: where the stream really starts (0 when the server ignored the range)
@@ -9,7 +10,7 @@
 //   remove(remote), close()
 //   tempSuffix — suffix of upload temp names (target option, default "._COPYING_")
 // Optional, for targets that keep their own checksum of stored data (webhdfs):
-//   createChecksum({blockSize, signal}) → {update(buf), digest()} | null
+//   createChecksum({remote, status, blockSize, signal}) → {update(buf), digest()} | null
 //   verifyChecksum(remote, digest, {signal}) → {algorithm, bytes} | null (null: not comparable)
 //   = compareChecksum(remote, digest, await fileChecksum(remote, {signal})), the two steps apart so
 //   that a download can ask for the target's checksum while its body still flows

@@ -333,8 +333,9 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
       return fileStatus(remote, signal)
     },
 
-    async openRead (remote, { offset = 0, length, signal, pool } = {}) {
-      const st = await fileStatus(remote, signal)
+    // `status`: the remote's stat() when the caller just got it (null: it does not exist).
+    async openRead (remote, { offset = 0, length, signal, pool, status } = {}) {
+      const st = status !== undefined ? status : await fileStatus(remote, signal)
       if (!st || st.type !== 'file') throw new RemoteNotFoundError(`${remote} is not a file on ${target.name}`)
       const info = { size: length !== undefined ? null : st.size, version: st.version, offset, blockSize: st.blockSize, status: st }
       // OPEN past the end answers 403; a download resumed at its very end has nothing left to read.
@@ -387,15 +388,15 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
       await drain(res.body)
     },
 
-    // HDFS's checksum of a file of this block size (that of `remote` when given, else the
-    // cluster's default), or null when the target has `checksum: false` or the cluster cannot
-    // tell its parameters.
-    async createChecksum ({ remote, blockSize, signal } = {}) {
+    // HDFS's checksum of a file of this block size (that of `remote` when given, from its `status`
+    // if the caller has it, else the cluster's default), or null when the target has
+    // `checksum: false` or the cluster cannot tell its parameters.
+    async createChecksum ({ remote, status, blockSize, signal } = {}) {
       if (!target.checksum) return null
       const defaults = await getServerDefaults(signal)
       const crcType = CRC_TYPES[defaults?.checksumType]
       if (!defaults || !crcType || !defaults.bytesPerChecksum) return null
-      if (remote && !blockSize) blockSize = (await fileStatus(remote, signal))?.blockSize
+      if (remote && !blockSize) blockSize = (status !== undefined ? status : await fileStatus(remote, signal))?.blockSize
       return createHdfsChecksum({ blockSize: blockSize || defaults.blockSize, bytesPerChecksum: defaults.bytesPerChecksum, crcType })
     },
 

@@ -18,7 +18,7 @@ export function parseJobRequest (body, { targets, callbacks }) {
     if (!FIELDS.has(key)) throw new InvalidRequestError(`unknown field ${JSON.stringify(key.slice(0, 64))}`)
   }
   const { id, direction, target, local, remote, overwrite = false, sha256, callback } = body
-  if (id !== undefined && (typeof id !== 'string' || !ID.test(id))) {
+  if (id !== undefined && id !== null && (typeof id !== 'string' || !ID.test(id))) { // null: absent, like sha256 and callback
     throw new InvalidRequestError('id must be 8–64 characters of A-Z a-z 0-9 _ -')
   }
   if (direction !== 'upload' && direction !== 'download') {

@@ -209,7 +209,7 @@ export function submitArb (ctx) {
     },
     { weight: 1, arbitrary: mutate('overwrite', fc.constantFrom('true', 'false', 1, 0, null, [], {}, 'yes').map((overwrite) => ({ overwrite, expect: ['INVALID_REQUEST'] })))(job) },
     { weight: 1, arbitrary: mutate('sha256', fc.oneof(fc.constantFrom('', 'g'.repeat(64), 'a'.repeat(63), 'a'.repeat(65), ` ${'a'.repeat(64)}`, 1, [], {}, true).map((sha256) => ({ sha256, expect: ['INVALID_REQUEST'] })), fc.constantFrom('A'.repeat(64), 'f'.repeat(64), null).map((sha256) => ({ sha256, expect: ['accept'] }))))(job) },
-    { weight: 1, arbitrary: mutate('id', fc.oneof(fc.constantFrom('short', 'x'.repeat(65), 'has space id', 'dots.are.not.ok', '../../etc/pw', 'idwith\u00e9accent', 'nul\u0000nul00', '', null, 12345678, [], {}), fc.string({ minLength: 8, maxLength: 20 }).filter((s) => !/^[A-Za-z0-9_-]{8,64}$/.test(s))).map((id) => ({ id, expect: ['INVALID_REQUEST'] })))(job) },
+    { weight: 1, arbitrary: mutate('id', fc.oneof(fc.constantFrom('short', 'x'.repeat(65), 'has space id', 'dots.are.not.ok', '../../etc/pw', 'idwith\u00e9accent', 'nul\u0000nul00', '', 12345678, [], {}), fc.string({ minLength: 8, maxLength: 20 }).filter((s) => !/^[A-Za-z0-9_-]{8,64}$/.test(s))).map((id) => ({ id, expect: ['INVALID_REQUEST'] })))(job) },
     { weight: 2, arbitrary: mutate('callback', callbackArb(ctx))(job) },
     { weight: 1, arbitrary: fc.constantFrom('Local', 'remotePath', 'constructor', 'prototype', 'toString', 'state', 'attempts', 'error', '').map((key) => ({ body: { ...job, [key]: 'x' }, expect: ['INVALID_REQUEST'], outside: false, label: 'unknown field' })) },
     {

@@ -12,9 +12,9 @@ import crypto from 'node:crypto'
 export class StateDirLockedError extends Error {}
 
 // → { release() }; throws StateDirLockedError if another process holds the lock. Elsewhere than
-// on Linux (no abstract sockets) nothing is locked and `held` is false.
+// on Linux (no abstract sockets) nothing is locked.
 export async function lockStateDir (stateDir) {
-  if (process.platform !== 'linux') return { held: false, release: async () => {} }
+  if (process.platform !== 'linux') return { release: async () => {} }
   const real = await fs.realpath(stateDir)
   const name = '\0transfer-sidecar:' + crypto.createHash('sha256').update(real).digest('hex').slice(0, 40)
   const server = net.createServer((socket) => socket.destroy())
@@ -28,5 +28,5 @@ export async function lockStateDir (stateDir) {
     throw err
   }
   server.unref()
-  return { held: true, release: () => new Promise((resolve) => server.close(() => resolve())) }
+  return { release: () => new Promise((resolve) => server.close(() => resolve())) }
 }

@@ -121,13 +121,13 @@ export const inDir = (dir, name) => `/proc/self/fd/${dir.fd}/${name}`
 
 // Opens (creating it if needed) the temporary file of a download next to its final name, confined
 // like the source, through the destination's directory (openDestDir), which the caller keeps for
-// the publish and closes: { handle, path, dir }. Not truncated: a resumed download keeps what an
+// the publish and closes: { handle, dir }. Not truncated: a resumed download keeps what an
 // earlier attempt wrote; readable, so that those bytes can be hashed again after a restart.
 export async function openTemp (dest, tmpName, roots) {
   const dir = await openDestDir(dest, roots)
   try {
     const handle = await fs.open(inDir(dir, tmpName), C.O_RDWR | C.O_CREAT | C.O_NOFOLLOW, 0o640)
-    return { handle, path: path.join(dest.dir, tmpName), dir }
+    return { handle, dir }
   } catch (err) {
     await dir.close()
     throw err

@@ -138,14 +138,15 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
   if (!job.overwrite && await lstatOrNull(dest.path)) {
     throw new LocalExistsError(`${job.local} exists and overwrite is false`)
   }
-  const tmpPath = path.join(dest.dir, downloadTempName(dest, job))
+  const tmpName = downloadTempName(dest, job)
+  const tmpPath = path.join(dest.dir, tmpName)
   const live = partials.get(job)
   partials.delete(job)
   let src, temp, state, failure, pool, status
   let published = false
   try {
     let offset = await resumePoint(job, tmpPath, live)
-    temp = await openTemp(dest, downloadTempName(dest, job), roots)
+    temp = await openTemp(dest, tmpName, roots)
     await temp.handle.truncate(offset) // drops bytes written but never hashed
     // Bodies arrive in reused pool buffers (where the backend can), which PartFile gives back.
     pool = BufferPool.forTransfer()
@@ -194,7 +195,7 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
     const verified = state.checksum && backend.compareChecksum(job.remote, ours,
       early ? early.value : await backend.fileChecksum(job.remote, { signal, status: src.status }))
     await onVerified?.({ bytes: state.bytes, sha256 })
-    await publishDownload(temp.dir, downloadTempName(dest, job), dest, job.overwrite)
+    await publishDownload(temp.dir, tmpName, dest, job.overwrite)
     published = true
     return { bytes: state.bytes, size: src.size ?? state.bytes, sha256, ...(verified && { checksum: verified }) }
   } catch (err) {
@@ -207,7 +208,7 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
     await temp?.handle.close().catch(() => {})
     // Removed through its directory: that may have been moved (and a symlink put in its place)
     // during the transfer, and then tmpPath no longer names it.
-    if (discard && temp) await fs.unlink(inDir(temp.dir, downloadTempName(dest, job))).catch(() => {})
+    if (discard && temp) await fs.unlink(inDir(temp.dir, tmpName)).catch(() => {})
     await temp?.dir.close().catch(() => {})
     // The digest of what is on disk: kept for the next attempt while the file is, else dropped (a
     // finished one is dropped as a no-op). Before a new state exists, the file is as the last

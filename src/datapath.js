@@ -153,8 +153,8 @@ export class BufferPool {
   }
 }
 
-// A file read into pool buffers from `start` (up to `end`, exclusive); each chunk must be released
-// by the sink.
+// A regular file read into pool buffers from `start` (up to `end`, exclusive); each chunk must be
+// released by the sink. A short read is the end of a regular file: a small file costs one read.
 export function fileSource (fd, { pool, start = 0, end = Infinity }) {
   let position = start
   return new Readable({
@@ -162,9 +162,11 @@ export function fileSource (fd, { pool, start = 0, end = Infinity }) {
     // this one is hashed and sent.
     highWaterMark: READ_AHEAD,
     read () {
+      if (position >= end) return this.push(null)
       pool.whenAvailable(() => {
         const buf = pool.acquire()
-        fs.read(fd, buf, 0, Math.min(buf.length, end - position), position, (err, n) => {
+        const want = Math.min(buf.length, end - position)
+        fs.read(fd, buf, 0, want, position, (err, n) => {
           if (err) {
             pool.release(buf)
             return this.destroy(err)
@@ -175,6 +177,7 @@ export function fileSource (fd, { pool, start = 0, end = Infinity }) {
           }
           position += n
           this.push(buf.subarray(0, n))
+          if (n < want) this.push(null)
         })
       })
     }

@@ -116,7 +116,8 @@ export class Scheduler {
     }
     this.metrics.jobAccepted(job)
     this.#log(job)
-    this.#enqueue(job)
+    // Started after the caller's answer is on its way: the hand-off does not wait for it.
+    setImmediate(() => this.#enqueue(job))
     return { job, created: true, state: 'queued' }
   }
 

@@ -8,6 +8,7 @@ import readline from 'node:readline'
 import path from 'node:path'
 
 const JOURNAL = 'jobs.journal'
+const DEFER_MS = 200
 
 export async function openJobStore ({ dir, logger, compactMinLines = 10000 }) {
   await fs.mkdir(dir, { recursive: true, mode: 0o750 })
@@ -39,6 +40,8 @@ export async function openJobStore ({ dir, logger, compactMinLines = 10000 }) {
 
 class JobStore {
   #pending = []
+  #deferred = new Map() // id -> line not yet written (see put)
+  #deferTimer = null
   #flushing = null
   #handle = null
   #linesSinceCompact = 0
@@ -58,28 +61,49 @@ class JobStore {
   }
 
   // Resolves once the record is on disk; concurrent calls share one fdatasync. With
-  // `durable: false` (transitions a crash may lose, like "running") the line is written with the
-  // next batch and the promise resolves without waiting for a sync.
+  // `durable: false` (transitions a crash may lose, like "running") the promise resolves at once and
+  // the line waits, for at most DEFER_MS, to ride along with the next durable batch; a newer line
+  // for the same job replaces it. A small job thus costs one synced write less.
   put (record, { durable = true } = {}) {
     const line = JSON.stringify(record)
     const created = !this.records.has(record.id)
     this.records.set(record.id, line)
-    return this.#append(`{"op":"put","job":${line}}`, created ? record.id : null, durable)
+    return this.#append(record.id, `{"op":"put","job":${line}}`, created ? record.id : null, durable)
   }
 
   // Not waited for on disk: a removal lost in a crash only brings back a finished job, pruned again.
   remove (id) {
     this.records.delete(id)
-    return this.#append(JSON.stringify({ op: 'del', id }), null, false)
+    return this.#append(id, JSON.stringify({ op: 'del', id }), null, false)
   }
 
-  #append (line, createdId, durable = true) {
+  #append (id, line, createdId, durable) {
     if (this.#closed) return Promise.reject(new Error('job store is closed'))
+    this.#deferred.delete(id) // superseded: replay keeps the last line per id
+    if (!durable) {
+      this.#deferred.set(id, line)
+      this.#deferTimer ??= setTimeout(() => this.#flushDeferred(), DEFER_MS).unref()
+      return Promise.resolve()
+    }
     return new Promise((resolve, reject) => {
-      this.#pending.push({ line, createdId, durable, resolve, reject })
-      if (!durable) resolve()
+      this.#takeDeferred()
+      this.#pending.push({ line, createdId, resolve, reject })
       this.#flushing ??= this.#flush()
     })
+  }
+
+  // Moves the deferred lines into the next batch.
+  #takeDeferred () {
+    clearTimeout(this.#deferTimer)
+    this.#deferTimer = null
+    for (const line of this.#deferred.values()) this.#pending.push({ line, createdId: null, resolve () {}, reject () {} })
+    this.#deferred.clear()
+  }
+
+  #flushDeferred () {
+    if (this.#closed) return
+    this.#takeDeferred()
+    if (this.#pending.length) this.#flushing ??= this.#flush()
   }
 
   async #flush () {
@@ -108,6 +132,10 @@ class JobStore {
 
   // Rewrites the journal with one line per live job: temp file, fsync, rename, fsync the directory.
   async compact () {
+    // The rewrite holds every job's last record, deferred ones included.
+    clearTimeout(this.#deferTimer)
+    this.#deferTimer = null
+    this.#deferred.clear()
     const tmp = `${this.file}.tmp`
     const out = await fs.open(tmp, 'w', 0o640)
     try {
@@ -133,6 +161,8 @@ class JobStore {
   }
 
   async close () {
+    this.#takeDeferred()
+    this.#flushing ??= this.#pending.length ? this.#flush() : null
     this.#closed = true
     await this.#flushing
     await this.#handle?.close()

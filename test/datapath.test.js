@@ -1,8 +1,9 @@
 // The pooled data path: reads into reused buffers, sinks that hash, write and give them back.
 // Against the real Apache httpd (Content-Length bodies) and a Node server for chunked, 1xx and
 // truncated answers.
-import { describe, it, expect, beforeAll, afterAll } from 'vitest'
+import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest'
 import fs from 'node:fs/promises'
+import fsSync from 'node:fs'
 import path from 'node:path'
 import http from 'node:http'
 import { createHash } from 'node:crypto'
@@ -163,6 +164,31 @@ describe('fileSource + requestSink', () => {
     await pipeline(fileSource(handle.fd, { pool, start: 10, end: 10010 }), slowSink(pool, meter))
     await handle.close()
     expect(meter.bytes).toBe(10000)
+  })
+
+  // Every read is a trip through libuv's thread pool (~25 µs of CPU here): a small upload's file
+  // costs one, not a second one to find the end.
+  it('takes a short read as the end of the file, and stops at `end` without reading', async () => {
+    const small = path.join(dir, 'small-4k')
+    await fs.writeFile(small, Buffer.alloc(4096, 1))
+    const handle = await fs.open(small, 'r')
+    const reads = vi.spyOn(fsSync, 'read')
+    try {
+      const meter = new Meter()
+      const pool = new BufferPool({ count: 4, size: 64 * 1024 })
+      await pipeline(fileSource(handle.fd, { pool }), slowSink(pool, meter))
+      expect(meter.bytes).toBe(4096)
+      expect(reads).toHaveBeenCalledTimes(1)
+      reads.mockClear()
+      const slices = new Meter()
+      const exact = new BufferPool({ count: 4, size: 1024 })
+      await pipeline(fileSource(handle.fd, { pool: exact, start: 1024, end: 3072 }), slowSink(exact, slices))
+      expect(slices.bytes).toBe(2048)
+      expect(reads).toHaveBeenCalledTimes(2)
+    } finally {
+      reads.mockRestore()
+      await handle.close()
+    }
   })
 })
 

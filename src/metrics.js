@@ -59,7 +59,9 @@ export async function spoolBacklog (dir, now = Date.now()) {
 export function createMetrics ({ scheduler = () => null, spoolDir, collectDefault = true } = {}) {
   const registry = new client.Registry()
   if (collectDefault) {
-    client.collectDefaultMetrics({ register: registry })
+    // The event loop's delay sampled every 100 ms (prom-client's default is 10 ms): an idle daemon
+    // then wakes ~17 times a second instead of ~110 (0.2 % of a core instead of 0.6 %).
+    client.collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 100 })
     // prom-client's `nodejs_active_{handles,requests,resources}_total` are gauges named like
     // counters (promtool rejects them); they are the sum() of the per-type gauges it also exports.
     for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {

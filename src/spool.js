@@ -9,6 +9,7 @@ import path from 'node:path'
 const NAME = /^([A-Za-z0-9_-]{8,64})\.json$/
 const MAX_BYTES = 64 * 1024
 const LATER = new Set(['QUEUE_FULL', 'SHUTTING_DOWN', 'STORE_UNAVAILABLE'])
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }) // as POST /v1/jobs (submit.js)
 
 export function createSpool ({ config, scheduler, logger, metrics }) {
   const { dir, intervalMs } = config.spool
@@ -37,7 +38,7 @@ export function createSpool ({ config, scheduler, logger, metrics }) {
         const st = await handle.stat()
         if (!st.isFile()) return reject(name, { code: 'INVALID_REQUEST', message: 'not a regular file' })
         if (st.size > MAX_BYTES) return reject(name, { code: 'PAYLOAD_TOO_LARGE', message: `over ${MAX_BYTES} bytes` })
-        body = JSON.parse(await handle.readFile('utf8'))
+        body = JSON.parse(strictUtf8.decode(await handle.readFile()))
       } finally {
         await handle.close()
       }
@@ -45,7 +46,7 @@ export function createSpool ({ config, scheduler, logger, metrics }) {
       if (err.code === 'ENOENT') return
       if (err.code === 'ELOOP') return reject(name, { code: 'INVALID_REQUEST', message: 'a symbolic link' })
       // Not err.message: JSON.parse quotes the content.
-      return reject(name, { code: 'INVALID_JSON', message: 'the file is not valid JSON' })
+      return reject(name, { code: 'INVALID_JSON', message: err.code === 'ERR_ENCODING_INVALID_ENCODED_DATA' ? 'the file is not valid UTF-8' : 'the file is not valid JSON' })
     }
     if (body?.id !== id) return reject(name, { code: 'INVALID_REQUEST', message: 'the file name must be <id>.json of the job it holds' })
     try {

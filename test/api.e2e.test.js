@@ -259,7 +259,12 @@ describe('bad input gets a coded 4xx and nothing runs', () => {
     ['a bad sha256', () => ({ ...ok(), sha256: 'xyz' }), 400, 'INVALID_REQUEST'],
     ['a string overwrite', () => ({ ...ok(), overwrite: 'yes' }), 400, 'INVALID_REQUEST'],
     ['a bad id', () => ({ ...ok(), id: '../../x' }), 400, 'INVALID_REQUEST'],
-    ['a body over 64 KiB', () => ({ ...ok(), remote: '/' + 'a'.repeat(70000) }), 413, 'PAYLOAD_TOO_LARGE']
+    ['a body over 64 KiB', () => ({ ...ok(), remote: '/' + 'a'.repeat(70000) }), 413, 'PAYLOAD_TOO_LARGE'],
+    // Not decoded as U+FFFD into a remote name nobody asked for.
+    ['invalid UTF-8 in remote', () => {
+      const [head, tail] = JSON.stringify(ok()).split('/bad/x')
+      return Buffer.concat([Buffer.from(head + '/bad/'), Buffer.from([0xc0, 0xaf]), Buffer.from('x' + tail)]) // an overlong "/"
+    }, 400, 'INVALID_JSON']
   ]
   it.each(cases)('%s', async (label, body, status, code) => {
     const before = sc.scheduler.jobs.size

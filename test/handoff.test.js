@@ -124,6 +124,16 @@ describe('spool', () => {
     await waitFor(async () => (await api.job('after-job-0001')).status === 200)
   })
 
+  it('rejects a file that is not UTF-8', async () => {
+    await fs.writeFile(path.join(root, 'utf.txt'), 'u')
+    const job = JSON.stringify({ id: 'utf8-job-0001', direction: 'upload', target: 'local', local: path.join(root, 'utf.txt'), remote: '/utf-X.txt' })
+    await fs.writeFile(spoolFile('utf8-job-0001'), Buffer.from(job).map((b) => b === 0x58 ? 0xff : b)) // the X
+    const file = path.join(sc.config.spool.dir, 'rejected', 'utf8-job-0001.json.error.json')
+    await waitFor(async () => fs.access(file).then(() => true, () => false))
+    expect(JSON.parse(await fs.readFile(file, 'utf8')).error).toEqual({ code: 'INVALID_JSON', message: 'the file is not valid UTF-8' })
+    expect((await api.job('utf8-job-0001')).status).toBe(404)
+  })
+
   it('rejects invalid JSON without quoting the content', async () => {
     await fs.writeFile(spoolFile('json-job-0001'), 'TOPSECRET-not-json')
     const file = path.join(sc.config.spool.dir, 'rejected', 'json-job-0001.json.error.json')

@@ -8,6 +8,10 @@ export function isSubmit (req) {
   return req.method === 'POST' && (req.url === '/v1/jobs' || req.url.startsWith('/v1/jobs?'))
 }
 
+// Invalid UTF-8 is refused, not turned into U+FFFD: a name made of replacement characters would
+// be a file nobody asked for.
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
+
 function readBody (req) {
   return new Promise((resolve, reject) => {
     if (Number(req.headers['content-length']) > MAX_BODY_BYTES) return reject(new PayloadTooLargeError(`the body exceeds ${MAX_BODY_BYTES} bytes`))
@@ -25,7 +29,13 @@ function readBody (req) {
       }
       chunks.push(chunk)
     })
-    req.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')))
+    req.once('end', () => {
+      try {
+        resolve(strictUtf8.decode(Buffer.concat(chunks)))
+      } catch {
+        reject(new InvalidJsonError('the body is not valid UTF-8'))
+      }
+    })
     req.once('error', reject)
     req.once('aborted', () => reject(new InvalidRequestError('the body ended before its declared length')))
   })

@@ -45,7 +45,7 @@ export function client (base, { socketPath, token } = {}) {
       method,
       dispatcher,
       headers: { ...(body !== undefined && { 'content-type': 'application/json' }), ...(token && { authorization: `Bearer ${token}` }), ...headers },
-      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body)
+      body: body === undefined ? undefined : typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body)
     })
     const text = await res.body.text()
     let json = null

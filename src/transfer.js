@@ -385,13 +385,23 @@ export async function finishPublish (job, { backend, roots, signal }) {
     await backend.publish(tmp, job.remote, { overwrite: job.overwrite, size: job.bytes }) // not cancellable, see upload()
     return result
   }
-  if (!temp && (await backend.stat(job.remote, { signal }))?.size === job.bytes) return result
+  // No temp file: published before the crash, if what is under the final name is what we sent (the
+  // same size is not enough: another writer's file, our own publish refused by it, looks the same).
+  if (!temp && (await backend.stat(job.remote, { signal }))?.size === job.bytes && await remoteSha256(backend, job.remote, signal) === job.sha256) return result
   return null
 }
 
 async function sha256File (file) {
   const hash = createHash('sha256')
   await pipeline(createReadStream(file, { highWaterMark: CHUNK }), hash)
+  return hash.digest('hex')
+}
+
+// Read back through the target; only on the restart path above.
+async function remoteSha256 (backend, remote, signal) {
+  const { stream } = await backend.openRead(remote, { signal })
+  const hash = createHash('sha256')
+  await pipeline(stream, hash, { signal })
   return hash.digest('hex')
 }
 

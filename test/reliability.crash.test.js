@@ -413,6 +413,26 @@ describe('crash states the kill rounds ran into', () => {
     expect(await fs.readdir(path.join(store, 'linked'))).toEqual(['up.bin'])
   })
 
+  it('an httpd upload killed after its MOVE (temp gone, its file under the final name) ends succeeded', async () => {
+    const local = path.join(sroot, 'moved.bin')
+    const sha256 = await makeFile(local, MiB, 14)
+    const end = await rewound({ id: 'state-moved-upload', direction: 'upload', target: 'dav', local, remote: '/states/moved.bin', overwrite: false, sha256 }, { phase: 'publishing' }, () => {})
+    expect(end).toMatchObject({ state: 'succeeded', error: null, sha256 })
+  })
+
+  // Its MOVE refused (overwrite false) because another writer's file of the very same size took the
+  // name first, and the temp removed, then the kill before "failed" was journaled: the restart must
+  // not take that file for its own.
+  it('an httpd upload killed after its publish was refused by a file of the same size does not end succeeded', async () => {
+    const local = path.join(sroot, 'taken.bin')
+    const sha256 = await makeFile(local, MiB, 15)
+    const theirs = path.join(httpd.davDir, 'states', 'taken.bin')
+    const end = await rewound({ id: 'state-taken-upload', direction: 'upload', target: 'dav', local, remote: '/states/taken.bin', overwrite: false, sha256 }, { phase: 'publishing' },
+      () => makeFile(theirs, MiB, 16))
+    expect(end).toMatchObject({ state: 'failed', error: { code: 'REMOTE_EXISTS' } })
+    expect(await sha256File(theirs)).not.toBe(sha256)
+  })
+
   it('an httpd download killed with every byte in its temp file, before it was verified, ends succeeded', async () => {
     const remote = '/states/whole.bin'
     const file = path.join(httpd.davDir, remote)

@@ -12,7 +12,7 @@ export const COMPETITORS = {
   upload: ['php-infile', 'curl', 'sidecar']
 }
 const ALL_COMPETITORS = [...new Set(Object.values(COMPETITORS).flat())]
-export const HANDOFF_VARIANTS = ['acked-unix', 'acked-tcp', 'noack-unix', 'exec-curl', 'direct']
+export const HANDOFF_VARIANTS = ['acked-unix', 'acked-tcp', 'noack-unix', 'exec-curl', 'direct', 'acked-unix-paced', 'direct-paced']
 
 // The published study's matrix: 10–100 MiB step 10, 100–300 step 50, 500/1000/1500.
 const STUDY_SIZES = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 150, 200, 250, 300, 500, 1000, 1500]
@@ -29,6 +29,7 @@ export const PRESETS = {
     concTargets: ['http'],
     concRuns: 1,
     handoffCalls: 2000,
+    handoffPacedCalls: 300,
     webSeconds: 5,
     reuseFiles: 1000,
     reuseRuns: 1
@@ -44,6 +45,7 @@ export const PRESETS = {
     concTargets: ['http', 'webhdfs'],
     concRuns: 1,
     handoffCalls: 2000,
+    handoffPacedCalls: 300,
     webSeconds: 10,
     reuseFiles: 1000,
     reuseRuns: 3
@@ -74,8 +76,10 @@ The estimated duration is printed at the start.
   --conc-size-mib N      size of each concurrent transfer [64 | 128]
   --conc-targets LIST    targets of the concurrency section [http | http,webhdfs]
   --conc-runs N          runs per concurrency level [1 | 1]
-  --handoff-calls N      calls per hand-off variant [2000]
-  --handoff-variants L   ${HANDOFF_VARIANTS.join(',')} (default: all)
+  --handoff-calls N      calls per hand-off variant, back to back [2000]
+  --handoff-paced-calls N  calls of the -paced variants, one every 5 ms [300]
+  --handoff-variants L   ${HANDOFF_VARIANTS.join(',')}
+                         (default: all)
   --web-seconds N        wrk duration per page [5 | 10]
   --reuse-files N        small files in the connection-reuse section [1000]
   --reuse-runs N         runs of the connection-reuse section [1 | 3]
@@ -127,6 +131,7 @@ export function parseCli (argv) {
       'conc-runs': { type: 'string' },
       'handoff-calls': { type: 'string' },
       'handoff-variants': { type: 'string' },
+      'handoff-paced-calls': { type: 'string' },
       'web-seconds': { type: 'string' },
       'reuse-files': { type: 'string' },
       'reuse-runs': { type: 'string' },
@@ -161,6 +166,7 @@ export function parseCli (argv) {
     concTargets: values['conc-targets'] ? list(values['conc-targets'], TARGETS, '--conc-targets') : p.concTargets,
     concRuns: int('conc-runs', p.concRuns),
     handoffCalls: int('handoff-calls', p.handoffCalls),
+    handoffPacedCalls: int('handoff-paced-calls', p.handoffPacedCalls),
     handoffVariants: values['handoff-variants'] ? list(values['handoff-variants'], HANDOFF_VARIANTS, '--handoff-variants') : HANDOFF_VARIANTS,
     webSeconds: int('web-seconds', p.webSeconds),
     reuseFiles: int('reuse-files', p.reuseFiles),

@@ -3,6 +3,8 @@
 // without reading the answer, exec('curl … &'), and the blocking php-curl PUT itself. After each
 // variant the uploads are let finish; lost = handed off (the call returned) but never done.
 // The daemon runs the uploads (4 at once) while the burst goes on, as it would in production.
+// The -paced variants make one call every PACE_US instead (an endpoint's usual load, the daemon
+// mostly idle when a call comes): what one request waits, rather than a saturated daemon.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { existsSync } from 'node:fs'
@@ -14,9 +16,12 @@ import { cpuSeconds } from './procfs.js'
 const FILE_BYTES = 4096
 const SIDECAR_VARIANTS = ['acked-unix', 'acked-tcp', 'noack-unix']
 const EXEC_WAIT_MS = 300_000
-const EST_CALL_S = { 'acked-unix': 0.004, 'acked-tcp': 0.004, 'noack-unix': 0.002, 'exec-curl': 0.015, direct: 0.0015 }
+const EST_CALL_S = { 'acked-unix': 0.004, 'acked-tcp': 0.004, 'noack-unix': 0.002, 'exec-curl': 0.015, direct: 0.0015, 'acked-unix-paced': 0.007, 'direct-paced': 0.006 }
+const PACE_US = 5000
+const paced = (variant) => variant.endsWith('-paced')
+const callsOf = (variant, opts) => paced(variant) ? opts.handoffPacedCalls : opts.handoffCalls
 
-export const estimateHandoff = (opts) => 3 + opts.handoffVariants.reduce((s, v) => s + 1 + opts.handoffCalls * EST_CALL_S[v], 0)
+export const estimateHandoff = (opts) => 3 + opts.handoffVariants.reduce((s, v) => s + 1 + callsOf(v, opts) * EST_CALL_S[v], 0)
 
 // Looks every id up once the daemon is idle: unknown → lost, not succeeded → failed.
 async function countLost (daemon, ids) {
@@ -77,14 +82,17 @@ export async function runHandoff (env, opts, progress) {
   await fs.writeFile(file, randomFillSync(Buffer.alloc(FILE_BYTES)))
   const records = []
   for (const variant of opts.handoffVariants) {
-    const sidecar = SIDECAR_VARIANTS.includes(variant)
+    const base = variant.replace(/-paced$/, '')
+    const calls = callsOf(variant, opts)
+    const sidecar = SIDECAR_VARIANTS.includes(base)
     const prefix = `handoff-${variant}`
     const timesDir = path.join(env.workDir, `handoff-${variant}.times`)
     await fs.mkdir(timesDir, { recursive: true })
     const cpu0 = cpuSeconds(daemon.pid)
     const r = await runPhp('handoff.php', {
-      variant,
-      count: opts.handoffCalls,
+      variant: base,
+      count: calls,
+      pauseUs: paced(variant) ? PACE_US : 0,
       file,
       socket: daemon.socketPath,
       port: daemon.port,
@@ -104,25 +112,26 @@ export async function runHandoff (env, opts, progress) {
       drainSeconds = await daemon.drained()
       daemonCpuS = cpuSeconds(daemon.pid) - cpu0
       // A no-ack job the daemon took after PHP moved on still counts: wait a moment for stragglers.
-      if (variant === 'noack-unix') await sleep(500)
+      if (base === 'noack-unix') await sleep(500)
       ;({ lost, failed, failures } = await countLost(daemon, r.ids))
       if (failures.length) progress.log(`${variant}: failed jobs, e.g. ${failures.join('; ')}`)
     } else {
-      if (variant === 'exec-curl') ({ cpuS: backgroundCpuS } = await backgroundCurlCpu(timesDir, opts.handoffCalls - r.errors))
-      const arrived = await countArrived(http.localPath(''), prefix, opts.handoffCalls)
-      lost = opts.handoffCalls - r.errors - arrived
+      if (base === 'exec-curl') ({ cpuS: backgroundCpuS } = await backgroundCurlCpu(timesDir, calls - r.errors))
+      const arrived = await countArrived(http.localPath(''), prefix, calls)
+      lost = calls - r.errors - arrived
     }
-    for (let i = 0; i < opts.handoffCalls; i++) await http.remove(`${prefix}-${i}.bin`)
-    const perCallUs = (s) => s * 1e6 / opts.handoffCalls
-    const handedOff = Math.max(1, opts.handoffCalls - r.errors) // uploads that then ran
+    for (let i = 0; i < calls; i++) await http.remove(`${prefix}-${i}.bin`)
+    const perCallUs = (s) => s * 1e6 / calls
+    const handedOff = Math.max(1, calls - r.errors) // uploads that then ran
     const record = {
       variant,
-      calls: opts.handoffCalls,
+      calls,
+      pauseUs: paced(variant) ? PACE_US : 0,
       medianUs: r.medianUs,
       p90Us: r.p90Us,
       p99Us: r.p99Us,
       meanUs: r.meanUs,
-      callsPerSecond: r.callsPerSecond,
+      callsPerSecond: paced(variant) ? null : r.callsPerSecond, // paced: set by the pause
       errors: r.errors,
       firstErrors: r.firstErrors,
       lost,
@@ -137,7 +146,7 @@ export async function runHandoff (env, opts, progress) {
       drainSeconds
     }
     records.push(record)
-    progress.step(`${variant.padEnd(11)} median ${r.medianUs.toFixed(1)} µs  p99 ${r.p99Us.toFixed(0)} µs  ${r.callsPerSecond.toFixed(0)} calls/s  ` +
+    progress.step(`${variant.padEnd(16)} median ${r.medianUs.toFixed(1)} µs  p99 ${r.p99Us.toFixed(0)} µs  ${paced(variant) ? `one call every ${PACE_US / 1000} ms` : `${r.callsPerSecond.toFixed(0)} calls/s`}  ` +
       `errors ${r.errors}  lost ${lost}  failed ${failed}  cpu/call PHP ${record.phpCpuUsPerCall.toFixed(0)} µs, all ${record.totalCpuUsPerUpload.toFixed(0)} µs` +
       (sidecar ? `  (queue drained ${drainSeconds.toFixed(1)} s after the burst)` : ''))
   }

@@ -8,7 +8,7 @@ declare(strict_types=1);
 //   noack-unix             Client::send(): write the request, close, never read the answer
 //   exec-curl              exec('curl -T … &'): a background curl per call
 //   direct                 a blocking php-curl PUT of the file to httpd, new handle per call
-// Argument: {"variant", "count", "file", "socket", "port", "sidecarTarget", "remotePrefix",
+// Argument: {"variant", "count", "pauseUs" (between calls, 0: back to back), "file", "socket", "port", "sidecarTarget", "remotePrefix",
 //            "url" (httpd base, exec-curl and direct), "timesDir" (exec-curl: each background call
 //            runs under bash, whose `times` builtin writes the CPU of its curl to timesDir/<i>)}
 // Prints per-call percentiles, calls/s, errors, CPU of this process and of its waited-for
@@ -22,6 +22,7 @@ use TransferSidecar\Exception\SidecarException;
 $a = benchArgs();
 $variant = $a['variant'];
 $count = (int) $a['count'];
+$pauseUs = (int) ($a['pauseUs'] ?? 0); // between calls, not timed: a paced variant
 $file = $a['file'];
 $size = filesize($file);
 $ids = [];
@@ -71,6 +72,9 @@ for ($i = 0; $i < $count; $i++) {
         $errors[] = $e->getMessage();
     }
     $times[] = (hrtime(true) - $t0) / 1e9;
+    if ($pauseUs > 0) {
+        usleep($pauseUs);
+    }
 }
 $wall = (hrtime(true) - $started) / 1e9;
 

@@ -10,6 +10,8 @@ import { uploadTempPath } from '../src/backends/index.js'
 import { startHttpd } from './harness/httpd.js'
 import { startHdfs } from './harness/hdfs.js'
 import { tempDir } from './helpers/sidecar.js'
+import { startTcpProxy } from './harness/tcp-proxy.js'
+import { startFaultServer } from './harness/faults.js'
 
 const setups = {
   async file () {
@@ -109,5 +111,47 @@ describe.each(Object.keys(setups))('backend contract: %s', (name) => {
     await write(env.backend, '/gone.bin', Buffer.from('bye'))
     await env.backend.remove('/gone.bin')
     expect(await env.backend.stat('/gone.bin')).toBeNull()
+  })
+})
+
+// Apache answers HEAD of a missing or empty file without Content-Length, after which node's HTTP
+// client (20.x) closes the keep-alive connection: a new connection per "exists?" of every
+// upload with overwrite false. stat asks for the first byte with a GET instead.
+describe('http backend: stat keeps its connection', () => {
+  let httpd, proxy, backend
+  beforeAll(async () => {
+    httpd = await startHttpd()
+    proxy = await startTcpProxy({ target: `127.0.0.1:${httpd.port}` })
+    backend = createHttpBackend({ url: `${proxy.url}${new URL(httpd.uploadUrl).pathname}`, atomic: true })
+  })
+  afterAll(async () => {
+    await backend?.close()
+    await proxy?.stop()
+    await httpd?.stop()
+  })
+
+  it('tells missing, empty and present files apart over one connection', async () => {
+    await write(backend, '/keep/empty.bin', Buffer.alloc(0))
+    await write(backend, '/keep/four.bin', Buffer.from('four'))
+    const before = proxy.stats.connections
+    for (let i = 0; i < 10; i++) {
+      expect(await backend.stat(`/keep/missing-${i}.bin`)).toBeNull()
+      expect(await backend.stat('/keep/empty.bin')).toMatchObject({ size: 0, type: 'file' })
+      expect(await backend.stat('/keep/four.bin')).toMatchObject({ size: 4, type: 'file', version: expect.any(String) })
+    }
+    expect(proxy.stats.connections - before).toBeLessThanOrEqual(1)
+  })
+
+  it('asks with HEAD where the GET is refused (an upload-only endpoint)', async () => {
+    const faults = await startFaultServer() // its /store answers HEAD, PUT and DELETE; GET is 405
+    const store = createHttpBackend({ url: `${faults.url}store/`, atomic: false })
+    try {
+      await write(store, '/up.bin', Buffer.from('uploaded'))
+      expect(await store.stat('/up.bin')).toMatchObject({ size: 8, type: 'file' })
+      expect(await store.stat('/missing.bin')).toBeNull()
+    } finally {
+      await store.close()
+      await faults.stop()
+    }
   })
 })

@@ -264,7 +264,7 @@ add('reset of the request or answer', 'RST at 2 seeded offsets < 64 of the other
 const controlCalls = [
   ['hdfs', 'upload', ['CREATE', 'GETFILESTATUS', 'RENAME']],
   ['hdfs', 'download', ['GETFILESTATUS', 'OPEN', 'GETFILECHECKSUM']],
-  ['dav', 'upload', ['HEAD', 'MOVE']]
+  ['dav', 'upload', ['GET', 'MOVE']] // GET: the first byte, whether the final and the temp name exist
 ]
 add('reset on a control call', 'RST at a seeded offset < 64 in a seeded direction, once', controlCalls.flatMap(([target, direction, calls]) =>
   calls.map((where) => {
@@ -283,7 +283,7 @@ add('stall mid-body', `body stops at a seeded offset for longer than idleMs (${I
 add('stall on a control call', 'no answer at all, longer than idleMs, once', [
   { target: 'hdfs', direction: 'upload', slug: 'stallc', where: 'RENAME', fault: { stallAfter: 0, connections: 1 }, want: 'succeeded', what: 'RENAME unanswered' },
   { target: 'hdfs', direction: 'download', slug: 'stallc', where: 'GETFILESTATUS', fault: { stallAfter: 0, connections: 1 }, want: 'succeeded', what: 'GETFILESTATUS unanswered' },
-  { target: 'dav', direction: 'upload', slug: 'stallc', where: 'HEAD', fault: { stallAfter: 0, connections: 1 }, want: 'succeeded', what: 'HEAD unanswered' },
+  { target: 'dav', direction: 'upload', slug: 'stallc', where: 'GET', fault: { stallAfter: 0, connections: 1 }, want: 'succeeded', what: 'first-byte GET unanswered' },
   { target: 'dav', direction: 'upload', slug: 'stallc', where: 'MOVE', fault: { stallAfter: 0, connections: 1 }, want: 'succeeded', what: 'MOVE unanswered' }
 ])
 // 4 MiB/s, not slower: an upload's last bytes wait in socket buffers (~4.7 MB measured here) after
@@ -294,7 +294,7 @@ add('503 burst', 'the proxy answers 503 to 3 requests, then passes', [
   ...combos.map(({ target, direction }) => ({ target, direction, slug: 'busy', where: 'data', fault: { status: 503, connections: 3 }, want: 'succeeded', minAttempts: 2, what: `${direction === 'upload' ? 'PUT' : 'GET'} of the body` })),
   { target: 'hdfs', direction: 'upload', slug: 'busyc', where: 'CREATE', fault: { status: 503, connections: 3 }, want: 'succeeded', what: 'namenode CREATE' },
   { target: 'hdfs', direction: 'download', slug: 'busyc', where: 'OPEN', fault: { status: 503, connections: 3 }, want: 'succeeded', what: 'namenode OPEN' },
-  { target: 'dav', direction: 'upload', slug: 'busyc', where: 'HEAD', fault: { status: 503, connections: 3 }, want: 'succeeded', what: 'HEAD' },
+  { target: 'dav', direction: 'upload', slug: 'busyc', where: 'GET', fault: { status: 503, connections: 3 }, want: 'succeeded', what: 'first-byte GET' },
   { target: 'dav', direction: 'upload', slug: 'busyc', where: 'MOVE', fault: { status: 503, connections: 3 }, want: 'succeeded', what: 'MOVE' }
 ])
 add('fault that never stops', `every attempt meets it: the job fails after ${ATTEMPTS} attempts with a coded reason`, [

@@ -387,7 +387,9 @@ export async function finishPublish (job, { backend, roots, signal }) {
   }
   // No temp file: published before the crash, if what is under the final name is what we sent (the
   // same size is not enough: another writer's file, our own publish refused by it, looks the same).
-  if (!temp && (await backend.stat(job.remote, { signal }))?.size === job.bytes && await remoteSha256(backend, job.remote, signal) === job.sha256) return result
+  if (temp) return null
+  const final = await backend.stat(job.remote, { signal })
+  if (final?.size === job.bytes && await remoteSha256(backend, job.remote, final, signal) === job.sha256) return result
   return null
 }
 
@@ -397,9 +399,10 @@ async function sha256File (file) {
   return hash.digest('hex')
 }
 
-// Read back through the target; only on the restart path above.
-async function remoteSha256 (backend, remote, signal) {
-  const { stream } = await backend.openRead(remote, { signal })
+// Read back through the target; only on the restart path above. `status`: its stat(), which
+// webhdfs then does not ask for again.
+async function remoteSha256 (backend, remote, status, signal) {
+  const { stream } = await backend.openRead(remote, { signal, status })
   const hash = createHash('sha256')
   await pipeline(stream, hash, { signal })
   return hash.digest('hex')

@@ -87,15 +87,14 @@ export class Scheduler {
   async submit (body) {
     if (this.stopping) throw new ShuttingDownError('the sidecar is shutting down; retry on another instance or later')
     const spec = parseJobRequest(body, this.config)
+    // A known id first: its local file may be gone by now (an upload's copy removed once it
+    // succeeded), and a resubmission (a retry, a spooled copy) is still the same job.
+    if (spec.id && this.jobs.has(spec.id)) return this.#resubmitted(spec)
     if (spec.direction === 'upload') await resolveSource(spec.local, this.config.roots)
     else await resolveDestination(spec.local, this.config.roots)
 
-    if (spec.id && this.jobs.has(spec.id)) {
-      const existing = this.jobs.get(spec.id)
-      if (!sameRequest(existing, spec)) throw new JobConflictError(`job ${spec.id} exists with a different request`)
-      await this.persisting.get(spec.id)
-      return { job: existing, created: false, state: existing.state }
-    }
+    // Again: the same id may have been submitted while the paths were being checked.
+    if (spec.id && this.jobs.has(spec.id)) return this.#resubmitted(spec)
     if (this.unfinished >= this.config.queue.limit) {
       throw new QueueFullError(`the queue holds ${this.unfinished} unfinished jobs (limit ${this.config.queue.limit})`)
     }
@@ -119,6 +118,13 @@ export class Scheduler {
     // Started after the caller's answer is on its way: the hand-off does not wait for it.
     setImmediate(() => this.#enqueue(job))
     return { job, created: true, state: 'queued' }
+  }
+
+  async #resubmitted (spec) {
+    const existing = this.jobs.get(spec.id)
+    if (!sameRequest(existing, spec)) throw new JobConflictError(`job ${spec.id} exists with a different request`)
+    await this.persisting.get(spec.id)
+    return { job: existing, created: false, state: existing.state }
   }
 
   // The job as the API shows it: the record plus the live rate of a running transfer.

@@ -65,3 +65,32 @@ describe('file target: store errors are remote errors', () => {
     expect(await sc.api.run(download('/ok', 'fine'))).toMatchObject({ state: 'succeeded' })
   })
 })
+
+describe('resubmission of a job whose local file has gone since', () => {
+  // README: "the same id with the same body answers 200 {"id","state"} of the existing job". The
+  // app removes an upload's local copy once it succeeded (php-client README); a spooled copy of
+  // the same job (its 202 was lost or late) or a client's retry arriving after that must be the
+  // duplicate it is, not a 422 LOCAL_NOT_FOUND (for the spool: a file moved to rejected/).
+  it('answers 200 with the existing job over HTTP and counts a spooled copy as a duplicate', async () => {
+    const local = path.join(root, 'gone-after-success')
+    await fs.writeFile(local, 'uploaded, then removed by the app')
+    const body = { id: 'gone-after-success-01', direction: 'upload', target: 'local', local, remote: '/gone-after-success' }
+    expect((await sc.api.run(body)).state).toBe('succeeded')
+    await fs.rm(local)
+
+    const again = await sc.api.submit(body)
+    expect({ status: again.status, json: again.json }).toEqual({ status: 200, json: { id: body.id, state: 'succeeded' } })
+
+    const spooled = path.join(sc.spool.dir, `${body.id}.json`)
+    await fs.writeFile(spooled, JSON.stringify(body))
+    await sc.spool.trigger()
+    await expect(fs.access(spooled)).rejects.toThrow()
+    await expect(fs.readdir(path.join(sc.spool.dir, 'rejected'))).rejects.toThrow() // nothing rejected
+  })
+
+  it('still refuses a new job whose local file is missing', async () => {
+    const res = await sc.api.submit({ id: 'never-existed-local-01', direction: 'upload', target: 'local', local: path.join(root, 'nope'), remote: '/nope' })
+    expect(res.status).toBe(422)
+    expect(res.json.error.code).toBe('LOCAL_NOT_FOUND')
+  })
+})

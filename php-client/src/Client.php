@@ -52,7 +52,7 @@ final class Client
      *   connect_timeout (1.0 s), read_timeout (5.0 s: longest silence while waiting for an answer)
      *   spool: directory for the fallback when the daemon cannot take a job (see Spool)
      */
-    public function __construct(array $options = [])
+    public function __construct(#[\SensitiveParameter] array $options = [])
     {
         foreach (array_keys($options) as $key) {
             if (!in_array($key, self::OPTIONS, true)) {

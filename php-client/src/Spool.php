@@ -10,7 +10,7 @@ use TransferSidecar\Exception\SpoolException;
 /**
  * The fallback when the daemon cannot take a job: the job body (with its id) goes to
  * `<dir>/<id>.json`, written to a hidden temp file, fsync'd and renamed, so the daemon never sees
- * a partial file. The daemon submits those files like POSTed jobs and deletes them; the id makes a
+ * a partial file; the directory is fsync'd after the rename. The daemon submits those files like POSTed jobs and deletes them; the id makes a
  * job that was both accepted over the socket and spooled run once.
  *
  * The directory must be writable by PHP and by the daemon (it deletes the files), e.g. owned by
@@ -87,6 +87,14 @@ final class Spool
             }
             if (!chmod($temp, 0640) || !rename($temp, $final)) {
                 throw new SpoolException(sprintf('cannot publish %s: %s', $final, $why()));
+            }
+            // The rename itself must reach the disk, or a power cut can leave only the hidden temp
+            // file, which the daemon never reads. Best effort: the job is published already, and a
+            // directory PHP may not open for reading must not turn a written job into a failure.
+            $directory = fopen($this->dir, 'r');
+            if ($directory !== false) {
+                fsync($directory);
+                fclose($directory);
             }
         } catch (\Throwable $e) {
             if ($handle !== null) {

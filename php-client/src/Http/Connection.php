@@ -61,7 +61,7 @@ final class Connection
         return $this->idleUntilNs !== null && hrtime(true) >= $this->idleUntilNs;
     }
 
-    public function write(string $bytes): void
+    public function write(#[\SensitiveParameter] string $bytes): void
     {
         $stream = $this->stream();
         $length = strlen($bytes);

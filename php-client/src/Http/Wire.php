@@ -24,7 +24,7 @@ final class Wire
      *
      * @param array<string, string> $headers
      */
-    public static function request(string $method, string $target, array $headers, ?string $body = null): string
+    public static function request(string $method, string $target, #[\SensitiveParameter] array $headers, ?string $body = null): string
     {
         if (preg_match('/^[A-Z]{1,16}$/D', $method) !== 1) {
             throw new InvalidArgumentException(sprintf('HTTP method %s is not a plain token', json_encode($method)));

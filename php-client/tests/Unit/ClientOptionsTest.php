@@ -51,6 +51,49 @@ final class ClientOptionsTest extends TestCase
         }
     }
 
+    /**
+     * With zend.exception_ignore_args=Off (PHP's built-in default, php.ini-development), an
+     * exception's getTrace() keeps every argument in full, and error trackers (Sentry, Whoops,
+     * Monolog's normalizers) record them: the token must not be among them.
+     */
+    public function testTheTokenIsNotInTheArgumentsOfExceptionTraces(): void
+    {
+        if (PHP_VERSION_ID < 80200) {
+            self::markTestSkipped('#[\\SensitiveParameter] needs PHP 8.2 (8.1 ignores it)');
+        }
+        $token = 'a-secret-token-0123456789';
+        $previous = ini_set('zend.exception_ignore_args', '0');
+        $dir = sys_get_temp_dir() . '/sidecar-trace-' . bin2hex(random_bytes(6));
+        mkdir($dir, 0700);
+        $server = stream_socket_server('unix://' . $dir . '/s.sock');
+        try {
+            // A bad option (a spool directory not mounted yet, say) while the token is given.
+            try {
+                new Client(['socket' => $dir . '/s.sock', 'token' => $token, 'spool' => $dir . '/missing']);
+                self::fail('no exception');
+            } catch (InvalidArgumentException $e) {
+                self::assertFalse(str_contains(print_r($e->getTrace(), true), $token), 'the token is in the arguments of Client::__construct() in the trace');
+            }
+            // A write that fails: the daemon closed the connection before reading the request.
+            $connection = \TransferSidecar\Http\Connection::open('unix://' . $dir . '/s.sock', 1.0);
+            fclose(stream_socket_accept($server, 1.0));
+            try {
+                for ($i = 0; $i < 10; $i++) {
+                    $connection->write("POST /v1/jobs HTTP/1.1\r\nAuthorization: Bearer $token\r\n\r\n");
+                    usleep(10000);
+                }
+                self::fail('no exception');
+            } catch (\TransferSidecar\Exception\ConnectionException $e) {
+                self::assertFalse(str_contains(print_r($e->getTrace(), true), $token), 'the token is in the arguments of Connection::write() in the trace');
+            }
+        } finally {
+            ini_set('zend.exception_ignore_args', (string) $previous);
+            fclose($server);
+            @unlink($dir . '/s.sock');
+            rmdir($dir);
+        }
+    }
+
     public function testAcceptsGoodOptions(): void
     {
         self::assertInstanceOf(Client::class, new Client());

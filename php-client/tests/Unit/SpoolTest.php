@@ -53,6 +53,44 @@ final class SpoolTest extends TestCase
         self::assertCount(1, array_diff(scandir($this->dir), ['.', '..']));
     }
 
+    /**
+     * The rename is what publishes the job: until the directory is fsync'd it can be lost with a
+     * power cut (ext4 commits it up to 5 s later), leaving only the hidden temp file the daemon
+     * never reads, while upload() already returned the id. The daemon syncs its own directories
+     * after a rename (store.js syncDir); the spool must too.
+     */
+    public function testTheDirectoryIsFsyncedAfterTheRename(): void
+    {
+        exec('command -v strace 2>/dev/null', $out, $code);
+        if ($code !== 0) {
+            self::fail('this test needs strace (scripts/test-all.sh installs it)');
+        }
+        $id = JobId::generate();
+        $script = sprintf('require %s; (new TransferSidecar\Spool(%s))->write(%s, "{}");',
+            var_export(realpath(__DIR__ . '/../../src/Spool.php'), true), var_export($this->dir, true), var_export($id, true));
+        $script = sprintf('require %s; ', var_export(realpath(__DIR__ . '/../../src/JobId.php'), true))
+            . sprintf('require %s; ', var_export(realpath(__DIR__ . '/../../src/Exception/SidecarException.php'), true))
+            . $script;
+        $trace = [];
+        exec(sprintf('strace -e trace=openat,open,fsync,fdatasync,rename,renameat,renameat2 %s -n -r %s 2>&1',
+            escapeshellarg(PHP_BINARY), escapeshellarg($script)), $trace, $code);
+        self::assertSame(0, $code, implode("\n", $trace));
+        $renamed = null;
+        $dirFd = null;
+        $synced = false;
+        foreach ($trace as $line) {
+            if ($renamed === null && preg_match('/^rename(at2?)?\(.*' . preg_quote($id, '/') . '\.json.*= 0$/', $line) === 1) {
+                $renamed = true;
+            } elseif ($renamed && preg_match('/^open(at)?\(.*"' . preg_quote($this->dir, '/') . '\/?".* = (\d+)$/', $line, $m) === 1) {
+                $dirFd = $m[2];
+            } elseif ($dirFd !== null && preg_match('/^f(data)?sync\(' . $dirFd . '\)\s+= 0$/', $line) === 1) {
+                $synced = true;
+            }
+        }
+        self::assertTrue($renamed, "no rename to <id>.json:\n" . implode("\n", $trace));
+        self::assertTrue($synced, "the spool directory is not fsync'd after the rename:\n" . implode("\n", $trace));
+    }
+
     public function testRefusesAnIdThatIsNotAJobId(): void
     {
         $this->expectException(InvalidArgumentException::class);

@@ -66,6 +66,9 @@ export const Sha256MismatchError = define('SHA256_MISMATCH', 422)
 // or received: corrupted on the way, so the transfer is redone.
 export const ChecksumMismatchError = define('CHECKSUM_MISMATCH', 502, true)
 export const CancelledError = define('CANCELLED', 409)
+// Every attempt of the job (retry.attempts) was cut by the daemon stopping without a shutdown (a
+// crash, kill -9, the machine): the job may be what crashes it, so it is not run again.
+export const InterruptedError = define('INTERRUPTED', 500)
 
 export const API_ERROR_CODES = [
   InvalidJsonError, InvalidRequestError, PayloadTooLargeError, UnauthorizedError, BrowserRefusedError, RouteNotFoundError,
@@ -78,7 +81,7 @@ export const JOB_ERROR_CODES = [
   PathNotAllowedError, InvalidPathError, LocalNotFoundError, LocalExistsError, LocalIoError,
   RemoteNotFoundError, RemoteExistsError, PermissionDeniedError, RemoteRejectedError, RemoteQuotaExceededError,
   RemoteUnavailableError, NetworkError, TimeoutError, SizeMismatchError, Sha256MismatchError, ChecksumMismatchError,
-  CancelledError
+  CancelledError, InterruptedError
 ].map((e) => e.code)
 
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH',

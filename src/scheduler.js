@@ -6,7 +6,7 @@ import { parseJobRequest, newJob, sameRequest, FINAL_STATES } from './jobs.js'
 import { resolveSource, resolveDestination } from './paths.js'
 import {
   toSidecarError, CancelledError, JobConflictError, JobFinishedError, JobNotFoundError, QueueFullError,
-  ShuttingDownError, StoreUnavailableError
+  ShuttingDownError, StoreUnavailableError, InterruptedError
 } from './errors.js'
 
 const TRANSFER = { upload, download }
@@ -43,6 +43,7 @@ export class Scheduler {
     this.pruning = null
     this.running = new Map() // id → { controller, promise, startedAt, job }
     this.persisting = new Map() // id → promise of the first write (for idempotent resubmits)
+    this.recovered = new Set() // ids of jobs found unfinished in the journal, not started since
     this.timers = new Map() // id → retry timer
     this.waiters = new Map() // id → Set of callbacks run when the job ends
     this.stopping = false
@@ -58,6 +59,7 @@ export class Scheduler {
   async recover () {
     const records = this.store.loaded().sort((a, b) => a.createdAt.localeCompare(b.createdAt))
     let requeued = 0
+    const interrupted = []
     for (const job of records) {
       if (!this.queues.has(job.target) && !FINAL_STATES.has(job.state)) {
         job.state = 'failed'
@@ -68,13 +70,25 @@ export class Scheduler {
       this.jobs.set(job.id, job)
       if (FINAL_STATES.has(job.state)) continue
       this.unfinished++
+      // Its next start is journaled durably: a job that crashes the daemon at once must not look
+      // as if it had never started, or its attempts would not count (see below).
+      this.recovered.add(job.id)
       if (job.state === 'running') {
         job.state = 'queued'
         if (job.phase !== 'publishing') job.bytes = 0
         requeued++
+        // Cut by a crash: that attempt counts, so a job that crashes the daemon cannot loop for
+        // ever. One that had verified its bytes only has its publish to finish, and does.
+        if (job.phase !== 'publishing' && job.attempts >= this.config.targets[job.target].retry.attempts) {
+          interrupted.push(job)
+          continue
+        }
       }
       if (job.nextAttemptAt && Date.parse(job.nextAttemptAt) > this.clock()) this.#later(job)
       else this.#enqueue(job)
+    }
+    for (const job of interrupted) {
+      await this.#finish(job, 'failed', new InterruptedError(`the daemon stopped (a crash or kill) during each of the job's ${job.attempts} attempts`))
     }
     const ended = records.filter((j) => FINAL_STATES.has(j.state)).sort((a, b) => a.finishedAt.localeCompare(b.finishedAt))
     for (const job of ended) this.finished.add(job.id)
@@ -276,8 +290,9 @@ export class Scheduler {
     Object.assign(job, { state: 'running', attempts: job.attempts + 1, error: null, nextAttemptAt: null })
     if (job.phase !== 'publishing') job.bytes = 0
     job.startedAt ??= this.now()
-    // Not synced: after a crash the job is found queued and started again, which is the same.
-    await this.#save(job, { durable: false })
+    // Not synced: after a crash the job is found queued and started again, which is the same;
+    // except after a restart, where the start must count (recover()).
+    await this.#save(job, { durable: this.recovered.delete(job.id) })
     const target = this.config.targets[job.target]
     try {
       const deps = {
@@ -311,14 +326,15 @@ export class Scheduler {
     } catch (thrown) {
       if (signal.aborted && signal.reason === 'shutdown') {
         job.state = 'queued'
-        job.bytes = 0
+        if (job.phase !== 'publishing') job.bytes = 0 // finishPublish checks the verified size
         await this.#save(job)
         return
       }
       const err = signal.aborted ? new CancelledError('cancelled while running') : toSidecarError(thrown)
       if (err.code === 'INTERNAL') this.logger.error({ err: thrown, job: job.id }, 'unexpected error in transfer')
       const outcome = err instanceof CancelledError ? 'cancelled' : 'failed'
-      if (err.retryable && job.attempts < target.retry.attempts && !this.stopping) {
+      // While stopping too: the job is then left queued, with its retry time, for the next start.
+      if (err.retryable && job.attempts < target.retry.attempts) {
         this.metrics.retry(job, target.type, err.code)
         return this.#retryLater(job, err, target.retry)
       }
@@ -332,7 +348,7 @@ export class Scheduler {
     const delay = Math.round(exp / 2 + this.random() * exp / 2) // "equal jitter"
     Object.assign(job, { state: 'queued', error: err.toJSON(), nextAttemptAt: new Date(this.clock() + delay).toISOString() })
     await this.#save(job, { durable: false })
-    this.#later(job)
+    if (!this.stopping) this.#later(job)
   }
 
   #later (job) {
@@ -346,12 +362,15 @@ export class Scheduler {
 
   async #finish (job, state, err) {
     delete job.phase
-    // A failed or cancelled download may have kept its temp file for a resume that will not come;
-    // a failed or cancelled upload may see its temp name come back from a request it cut.
-    if (state !== 'succeeded') await discardPartial(job, { roots: this.config.roots, backend: this.backends[job.target] }).catch(() => {})
+    this.recovered.delete(job.id)
+    // Ended before anything is awaited: a second cancel meanwhile answers JOB_FINISHED, and a slot
+    // freed meanwhile (#pump) does not start a queued job that is being cancelled.
     Object.assign(job, { state, error: err ? err.toJSON() : null, finishedAt: this.now(), nextAttemptAt: null })
     if (job.callback) job.callbackState = 'pending'
     this.unfinished--
+    // A failed or cancelled download may have kept its temp file for a resume that will not come;
+    // a failed or cancelled upload may see its temp name come back from a request it cut.
+    if (state !== 'succeeded') await discardPartial(job, { roots: this.config.roots, backend: this.backends[job.target] }).catch(() => {})
     await this.#save(job)
     this.finished.add(job.id)
     if (this.finished.size > this.config.queue.keepFinished) this.prune().catch((err) => this.logger.error({ err }, 'prune failed'))

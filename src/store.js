@@ -46,6 +46,8 @@ class JobStore {
   #handle = null
   #linesSinceCompact = 0
   #closed = false
+  #size = 0 // bytes in the journal, to cut off a batch written in part (see #flush)
+  #torn = false // a cut failed: the journal may end in part of a line
 
   constructor ({ dir, file, records, logger, compactMinLines }) {
     this.dir = dir
@@ -111,9 +113,23 @@ class JobStore {
       while (this.#pending.length) {
         const batch = this.#pending
         this.#pending = []
+        const text = batch.map((b) => b.line).join('\n') + '\n'
+        // After a failed cut, a newline first: the piece left stays a line of its own (ignored as torn).
+        const data = Buffer.from(this.#torn ? '\n' + text : text)
         try {
-          await this.#handle.write(batch.map((b) => b.line).join('\n') + '\n')
+          // Reopened if a compaction renamed the journal but could not open it again.
+          if (!this.#handle) {
+            this.#handle = await fs.open(this.file, C.O_WRONLY | C.O_APPEND | C.O_DSYNC, 0o640)
+            this.#size = (await this.#handle.stat()).size
+          }
+          await writeFully(this.#handle, data)
+          if (this.#torn) this.#size = (await this.#handle.stat()).size
+          else this.#size += data.length
+          this.#torn = false
         } catch (err) {
+          // A full disk writes part of the batch, then fails: cut that part off, or the next batch's
+          // first line would be glued to it and lost, acknowledged or not.
+          if (this.#handle) await this.#cut()
           // Not acknowledged, so a job created by this batch must not survive in a later compaction.
           for (const b of batch) {
             if (b.createdId) this.records.delete(b.createdId)
@@ -123,10 +139,28 @@ class JobStore {
         }
         for (const b of batch) b.resolve()
         this.#linesSinceCompact += batch.length
-        if (this.#linesSinceCompact > Math.max(this.compactMinLines, 2 * this.records.size)) await this.compact()
+        if (this.#linesSinceCompact > Math.max(this.compactMinLines, 2 * this.records.size)) {
+          // A failed compaction (EMFILE, ENOSPC, …) leaves the journal as it was: keep appending to
+          // it, and try again after as many lines. Thrown from here it would end the daemon (an
+          // unhandled rejection) and leave the lines queued meanwhile waiting for ever.
+          await this.compact().catch((err) => {
+            this.logger?.error({ err }, 'journal compaction failed; appending to the journal as it is')
+            this.#linesSinceCompact = 0
+          })
+        }
       }
     } finally {
       this.#flushing = null
+    }
+  }
+
+  async #cut () {
+    try {
+      await this.#handle.truncate(this.#size)
+      await this.#handle.datasync()
+    } catch (err) {
+      this.logger?.error({ err }, 'cannot cut off a journal batch written in part')
+      this.#torn = true
     }
   }
 
@@ -143,21 +177,27 @@ class JobStore {
       for (const line of this.records.values()) {
         chunk.push(`{"op":"put","job":${line}}\n`)
         if (chunk.length === 1000) {
-          await out.write(chunk.join(''))
+          await writeFully(out, Buffer.from(chunk.join('')))
           chunk = []
         }
       }
-      if (chunk.length) await out.write(chunk.join(''))
+      // Every byte, or an error: a short write (full disk) must not become a shorter journal.
+      if (chunk.length) await writeFully(out, Buffer.from(chunk.join('')))
       await out.sync()
     } finally {
       await out.close()
     }
     await fs.rename(tmp, this.file)
-    await syncDir(this.dir)
-    await this.#handle?.close()
+    // From here on the old handle writes to a file that has no name any more: never use it again.
+    const old = this.#handle
+    this.#handle = null
+    await old?.close().catch(() => {})
     // O_DSYNC: each batch is one write that returns when it is on disk (one thread-pool hop, not two).
     this.#handle = await fs.open(this.file, C.O_WRONLY | C.O_APPEND | C.O_DSYNC, 0o640)
+    this.#size = (await this.#handle.stat()).size
+    this.#torn = false
     this.#linesSinceCompact = 0
+    await syncDir(this.dir)
   }
 
   async close () {
@@ -167,6 +207,18 @@ class JobStore {
     await this.#flushing
     await this.#handle?.close()
     this.#handle = null
+  }
+}
+
+// FileHandle.write resolves with fewer bytes than asked when the disk fills up in the middle
+// (libuv reports the bytes written, not the error that stopped it): write the rest, which then
+// fails with that error.
+async function writeFully (handle, data) {
+  let done = 0
+  while (done < data.length) {
+    const { bytesWritten } = await handle.write(data, done, data.length - done)
+    if (bytesWritten <= 0) throw Object.assign(new Error('journal write made no progress'), { code: 'EIO' })
+    done += bytesWritten
   }
 }
 

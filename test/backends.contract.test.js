@@ -98,6 +98,19 @@ describe.each(Object.keys(setups))('backend contract: %s', (name) => {
     expect((await read(env.backend, remote)).data.toString()).toBe('odd')
   })
 
+  // HDFS and ext4 allow 255 bytes a name: the temp name beside it (uploadTempPath) must fit too.
+  it('takes an upload to a 255-byte name through its temp name', async () => {
+    for (const name of ['n'.repeat(255), 'é'.repeat(120) + 'x'.repeat(15)]) { // 255 bytes each
+      const remote = `/long/${name}`
+      const tmp = uploadTempPath(remote, 'job-long-name-0123456789abcdef0123456789abcdef0123456789abcdef01')
+      expect(Buffer.byteLength(tmp.split('/').pop())).toBeLessThanOrEqual(255)
+      await write(env.backend, tmp, Buffer.from(name))
+      await env.backend.publish(tmp, remote, { overwrite: false })
+      expect((await read(env.backend, remote)).data.toString()).toBe(name)
+      expect(await env.backend.stat(tmp)).toBeNull()
+    }
+  })
+
   // mod_dav answers 403 to one of two MKCOLs racing for the same new collection.
   it('writes concurrently into the same new directories', async () => {
     for (let round = 0; round < 10; round++) {

@@ -131,6 +131,19 @@ describe('pooledGet + fileSink', () => {
     await expect(pipeline(res.body, slowSink(pool, new Meter()))).rejects.toMatchObject({ code: 'ERR_STREAM_PREMATURE_CLOSE' })
   })
 
+  it('connects to an IPv6 address (host in brackets in the URL)', async () => {
+    const v6 = http.createServer((req, res) => res.writeHead(200, { 'content-length': 4 }).end('ipv6'))
+    await new Promise((resolve) => v6.listen(0, '::1', resolve))
+    try {
+      const res = await pooledGet(`http://[::1]:${v6.address().port}/x`, { pool: new BufferPool() })
+      expect(res.statusCode).toBe(200)
+      expect(await readSmall(res.body)).toBe('ipv6')
+    } finally {
+      v6.closeAllConnections()
+      await new Promise((resolve) => v6.close(resolve))
+    }
+  })
+
   it('rejects when nothing listens, and on abort', async () => {
     await expect(pooledGet('http://127.0.0.1:1/x', { pool: new BufferPool() })).rejects.toMatchObject({ code: 'ECONNREFUSED' })
     const ac = new AbortController()

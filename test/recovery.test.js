@@ -82,3 +82,40 @@ describe('recovery of a job that crashed while publishing', () => {
     expect(job).toMatchObject({ state: 'succeeded', error: null })
   })
 })
+
+// An attempt cut by a crash counts: a job found "running" at a start after its last attempt (the
+// test sidecar allows 3) may be what crashes the daemon, and is not run again.
+describe('recovery of a job whose every attempt was cut by a crash', () => {
+  async function seedRunning (attempts, local) {
+    const stateDir = await tempDir('recovery-state-')
+    await fs.mkdir(path.join(stateDir, 'jobs'))
+    const now = new Date().toISOString()
+    const job = {
+      ...{ id: 'crashed-job-1', direction: 'upload', target: 'local', local, remote: '/r.txt', overwrite: false, expectedSha256: null },
+      ...{ state: 'running', attempts, bytes: 3, size: 7, sha256: null, rate: null, error: null },
+      ...{ createdAt: now, updatedAt: now, startedAt: now, finishedAt: null, nextAttemptAt: null }
+    }
+    await fs.writeFile(path.join(stateDir, 'jobs', 'jobs.journal'), JSON.stringify({ op: 'put', job }) + '\n')
+    return stateDir
+  }
+
+  it('fails it with INTERRUPTED after its last attempt, without running it', async () => {
+    const root = await tempDir()
+    const store = await tempDir()
+    const local = path.join(root, 'in.txt')
+    await fs.writeFile(local, 'payload')
+    const job = await boot(await seedRunning(3, local), root, store)
+    expect(job).toMatchObject({ state: 'failed', attempts: 3, error: { code: 'INTERRUPTED' } })
+    expect(await fs.readdir(store)).toEqual([]) // nothing written, no temp left
+  })
+
+  it('runs it again while it has attempts left', async () => {
+    const root = await tempDir()
+    const store = await tempDir()
+    const local = path.join(root, 'in.txt')
+    await fs.writeFile(local, 'payload')
+    const job = await boot(await seedRunning(2, local), root, store)
+    expect(job).toMatchObject({ state: 'succeeded', attempts: 3, sha256: sha('payload') })
+    expect(await fs.readFile(path.join(store, 'r.txt'), 'utf8')).toBe('payload')
+  })
+})

@@ -52,8 +52,9 @@ beforeAll(async () => {
     stateDir,
     roots: [root],
     spool: { dir: path.join(stateDir, 'spool'), intervalMs: 200 },
-    // A transfer cut by a kill counts as an attempt, so a job can use many across 20 kills.
-    retry: { attempts: 10, baseDelayMs: 100, maxDelayMs: 1000 },
+    // A transfer cut by a kill counts as an attempt, so a job can use many across 20 (60) kills; a
+    // job found cut after its last one ends INTERRUPTED (restart.test.js), which is not this test.
+    retry: { attempts: 100, baseDelayMs: 100, maxDelayMs: 1000 },
     shutdownGraceMs: 0,
     logLevel: 'info',
     targets: {

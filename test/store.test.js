@@ -5,6 +5,8 @@ import { describe, it, expect, afterEach } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { promisify } from 'node:util'
+import { execFile as execFileCb } from 'node:child_process'
 import { openJobStore } from '../src/store.js'
 import { tempDir } from './helpers/sidecar.js'
 
@@ -16,6 +18,8 @@ afterEach(async () => {
   await store?.close()
   store = null
 })
+
+const execFile = promisify(execFileCb)
 
 describe('job store', () => {
   it('writes a durable record before put() resolves', async () => {
@@ -61,5 +65,56 @@ describe('job store', () => {
     store = await openJobStore({ dir })
     expect(store.loaded()).toEqual([{ id: 'a', state: 'running' }])
     expect(await states(dir)).toEqual(['a:running']) // compacted at open
+  })
+})
+
+describe('job store faults', () => {
+  const quiet = { warn () {}, error () {}, info () {} }
+
+  it('a compaction that fails while the daemon runs neither crashes it nor leaves a put waiting for ever', async () => {
+    const dir = await tempDir('store-')
+    store = await openJobStore({ dir, compactMinLines: 2, logger: quiet })
+    await fs.mkdir(path.join(dir, 'jobs.journal.tmp')) // the next compaction cannot create its temp file (as EMFILE, ENOSPC)
+    const unhandled = []
+    const onUnhandled = (err) => unhandled.push(err)
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      for (let i = 0; i < 3; i++) await store.put({ id: 'a', state: `s${i}` }) // the third batch starts a compaction
+      const during = store.put({ id: 'b', state: 'queued' }) // waits for the compaction
+      const outcome = await Promise.race([during.then(() => 'written', (err) => err.message), sleep(1000).then(() => 'stuck')])
+      expect(unhandled.map((err) => err.code)).toEqual([]) // was: EISDIR, which ends the daemon
+      expect(outcome).toBe('written')
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
+    await store.close()
+    await fs.rmdir(path.join(dir, 'jobs.journal.tmp'))
+    store = await openJobStore({ dir })
+    expect(store.loaded()).toEqual([{ id: 'a', state: 's2' }, { id: 'b', state: 'queued' }])
+  })
+
+  // A real short write: the child runs under `ulimit -f 8` (its files cannot grow past 8 KiB, as on a
+  // full disk), where the kernel writes what fits and Node reports the bytes written, not an error.
+  it('a short write (disk full) is not acknowledged, and does not cost the records written after it', async () => {
+    const dir = await tempDir('store-')
+    const script = `
+      const { openJobStore } = await import(${JSON.stringify(new URL('../src/store.js', import.meta.url).href)})
+      const store = await openJobStore({ dir: ${JSON.stringify(dir)}, logger: { warn () {}, error () {}, info () {} } })
+      const acked = []
+      for (let i = 0; i < 60; i++) {
+        try {
+          await store.put({ id: 'job-' + i, state: 'queued', pad: 'x'.repeat(150) })
+          acked.push('job-' + i)
+        } catch {}
+      }
+      await store.close().catch(() => {})
+      console.log(JSON.stringify(acked))`
+    const { stdout } = await execFile('bash', ['-c', 'ulimit -f 8 && exec "$0" --input-type=module -e "$1"', process.execPath, script])
+    const acked = JSON.parse(stdout)
+    expect(acked.length).toBeGreaterThan(10) // the journal filled up after some
+    expect(acked.length).toBeLessThan(60)
+    store = await openJobStore({ dir })
+    const loaded = new Set(store.loaded().map((j) => j.id))
+    expect(acked.filter((id) => !loaded.has(id))).toEqual([]) // was: the last one acknowledged
   })
 })

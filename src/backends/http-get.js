@@ -48,7 +48,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, pool }) 
     signal?.addEventListener('abort', onAbort, { once: true })
 
     const socket = net.connect({
-      host: u.hostname,
+      host: u.hostname.replace(/^\[(.*)\]$/, '$1'), // an IPv6 address without the URL's brackets
       port: Number(u.port || 80),
       onread: {
         // Pool buffers when there are any; a spare one (copied from) when the consumer is behind.

@@ -26,7 +26,17 @@ export function createBackend (target, deps) {
 }
 
 // Where an upload is written before it is published: beside the final name, hidden (leading dot,
-// so Hadoop input formats and directory listings skip it), and unique per job.
+// so Hadoop input formats and directory listings skip it), and unique per job. A name too long for
+// that (HDFS and Linux file systems allow 255 bytes) is cut, by whole characters, so that an
+// upload to any valid name can have its temp file; the job id keeps it unique.
 export function uploadTempPath (remote, jobId, suffix = '._COPYING_') {
-  return path.posix.join(path.posix.dirname(remote), `.${path.posix.basename(remote)}.${jobId}${suffix}`)
+  const tail = `.${jobId}${suffix}`
+  let room = 255 - 1 - Buffer.byteLength(tail)
+  let name = ''
+  for (const ch of path.posix.basename(remote)) {
+    room -= Buffer.byteLength(ch)
+    if (room < 0) break
+    name += ch
+  }
+  return path.posix.join(path.posix.dirname(remote), `.${name}${tail}`)
 }

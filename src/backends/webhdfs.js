@@ -95,6 +95,18 @@ function isNoDatanodeLeft (err) {
 
 const silent = { info () {}, warn () {}, debug () {} }
 
+// `promise`, or an AbortError as soon as `signal` aborts.
+function untilAborted (promise, signal) {
+  if (!signal) return promise
+  const abortError = () => signal.reason instanceof Error ? signal.reason : Object.assign(new Error('aborted'), { name: 'AbortError', code: 'ABORT_ERR' })
+  if (signal.aborted) return Promise.reject(abortError())
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(abortError())
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort))
+  })
+}
+
 export function createWebHdfsBackend (target, { logger, metrics, clock = Date.now } = {}) {
   const { namenodes, user, base } = target
   const delegation = target.delegation ?? null
@@ -291,18 +303,24 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
     }
   }
 
+  // Asked once for every job of the target, so under no job's signal: a job cancelled meanwhile
+  // stops waiting, and neither the others nor the answer kept for later see its cancel.
   function getServerDefaults (signal) {
-    serverDefaults ??= namenode('GET', '/', 'GETSERVERDEFAULTS', {}, signal)
-      .then(({ res }) => readJson(res, 'GETSERVERDEFAULTS'))
-      .then((json) => json.FsServerDefaults ?? null, (err) => {
-        if (err.retryable) {
-          serverDefaults = undefined // ask again next time
-          throw err
-        }
-        log.warn({ code: err.code, exception: err.details?.exception }, 'the cluster does not answer GETSERVERDEFAULTS; HDFS checksums are not compared')
-        return null
-      })
-    return serverDefaults
+    if (!serverDefaults) {
+      serverDefaults = namenode('GET', '/', 'GETSERVERDEFAULTS', {})
+        .then(({ res }) => readJson(res, 'GETSERVERDEFAULTS'))
+        .then((json) => json.FsServerDefaults ?? null, (thrown) => {
+          const err = toSidecarError(thrown)
+          if (err.retryable) {
+            serverDefaults = undefined // ask again next time
+            throw err
+          }
+          log.warn({ code: err.code, exception: err.details?.exception }, 'the cluster does not answer GETSERVERDEFAULTS; HDFS checksums are not compared')
+          return null
+        })
+      serverDefaults.catch(() => {}) // each caller gets the error; none waiting is no crash
+    }
+    return untilAborted(serverDefaults, signal)
   }
 
   async function fileChecksum (remote, { signal, status } = {}) {
@@ -397,7 +415,11 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
       const crcType = CRC_TYPES[defaults?.checksumType]
       if (!defaults || !crcType || !defaults.bytesPerChecksum) return null
       if (remote && !blockSize) blockSize = (status !== undefined ? status : await fileStatus(remote, signal))?.blockSize
-      return createHdfsChecksum({ blockSize: blockSize || defaults.blockSize, bytesPerChecksum: defaults.bytesPerChecksum, crcType })
+      blockSize ||= defaults.blockSize
+      // A file written with another chunk size may have a block size that is no multiple of ours;
+      // its HDFS checksum is not comparable with one of our chunk size anyway.
+      if (blockSize % defaults.bytesPerChecksum !== 0) return null
+      return createHdfsChecksum({ blockSize, bytesPerChecksum: defaults.bytesPerChecksum, crcType })
     },
 
     // HDFS's checksum of `remote` (GETFILECHECKSUM), {algorithm: null} when it is not one we

@@ -1,0 +1,140 @@
+// The scheduler's races (cancel, slots freed, shutdown) with the transfers replaced by promises the
+// test settles, so that each moment is reached deterministically; the journal is the real one, and
+// what it holds is read back by opening it again, as a restart would.
+import { describe, it, expect, vi, beforeAll, beforeEach, afterEach } from 'vitest'
+import path from 'node:path'
+import { validateConfig } from '../src/index.js'
+import { tempDir } from './helpers/sidecar.js'
+
+const ctl = vi.hoisted(() => ({ runs: [], discardGate: null, onRun: null }))
+
+vi.mock('../src/transfer.js', () => {
+  function run (job, deps) {
+    return new Promise((resolve, reject) => {
+      ctl.runs.push({ job, deps, resolve, reject })
+      deps.signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true })
+      ctl.onRun?.(job, deps)
+    })
+  }
+  return {
+    upload: run,
+    download: run,
+    finishPublish: async () => null,
+    discardPartial: async () => { await ctl.discardGate }
+  }
+})
+
+const tick = () => new Promise((resolve) => setImmediate(resolve))
+async function started (n) {
+  for (let i = 0; i < 100 && ctl.runs.length < n; i++) await tick()
+  expect(ctl.runs.length).toBe(n)
+}
+function gate () {
+  let open
+  const promise = new Promise((resolve) => { open = resolve })
+  return { promise, open }
+}
+
+let Scheduler, RemoteUnavailableError, openJobStore, scheduler, root, stateDir, store
+// test/setup.js has loaded the real modules already: load the scheduler again, with the mock.
+beforeAll(async () => {
+  vi.resetModules()
+  ;({ Scheduler } = await import('../src/scheduler.js'))
+  ;({ RemoteUnavailableError } = await import('../src/errors.js')) // the instance the scheduler knows
+  ;({ openJobStore } = await import('../src/store.js'))
+})
+
+// The job as the journal holds it (store closed first: what a restart would find).
+async function journaled (id) {
+  await store.close()
+  const reopened = await openJobStore({ dir: stateDir })
+  try {
+    return reopened.loaded().find((j) => j.id === id)
+  } finally {
+    await reopened.close()
+  }
+}
+beforeEach(async () => {
+  ctl.runs = []
+  ctl.discardGate = null
+  ctl.onRun = null
+  root = await tempDir('sched-root-')
+  stateDir = await tempDir('sched-state-')
+  const config = validateConfig({
+    stateDir,
+    roots: [root],
+    retry: { attempts: 3, baseDelayMs: 20, maxDelayMs: 200 },
+    logLevel: 'silent',
+    targets: { t: { type: 'file', dir: await tempDir('sched-store-'), concurrency: 1 } }
+  })
+  store = await openJobStore({ dir: stateDir })
+  const metrics = { jobAccepted () {}, transferDone () {}, retry () {}, jobFinished () {} }
+  const logger = { info () {}, warn () {}, error () {}, debug () {} }
+  scheduler = new Scheduler({ config, store, backends: { t: {} }, metrics, logger })
+  await scheduler.recover()
+})
+afterEach(async () => {
+  ctl.discardGate = null
+  await scheduler.stop(0)
+  await store.close()
+})
+
+const submit = async (name) => (await scheduler.submit({ direction: 'download', target: 't', local: path.join(root, name), remote: `/${name}` })).job
+
+describe('scheduler races', () => {
+  it('two cancels of one queued job: one cancels it, the other answers JOB_FINISHED; the counts stay right', async () => {
+    const a = await submit('a')
+    const b = await submit('b')
+    await started(1)
+    expect([a.state, b.state]).toEqual(['running', 'queued'])
+    const slow = gate()
+    ctl.discardGate = slow.promise // removing b's (absent) temp file takes a moment
+    const both = Promise.allSettled([scheduler.cancel(b.id), scheduler.cancel(b.id)])
+    slow.open()
+    const outcomes = (await both).map((r) => r.status === 'fulfilled' ? r.value.state : r.reason.code)
+    expect(outcomes.sort()).toEqual(['JOB_FINISHED', 'cancelled'])
+    expect(scheduler.stats().unfinished).toBe(1) // a still runs
+    ctl.runs[0].resolve({ bytes: 0, size: 0, sha256: 'x' })
+    await scheduler.waitForEnd(a.id, 1000)
+    expect(scheduler.stats().unfinished).toBe(0)
+  })
+
+  it('a queued job being cancelled is not started by a slot freed meanwhile', async () => {
+    const a = await submit('a')
+    const b = await submit('b')
+    await started(1)
+    const slow = gate()
+    ctl.discardGate = slow.promise
+    const cancelling = scheduler.cancel(b.id)
+    ctl.runs[0].resolve({ bytes: 0, size: 0, sha256: 'x' }) // a ends: its slot is free
+    await scheduler.waitForEnd(a.id, 1000)
+    await tick()
+    slow.open()
+    expect((await cancelling).state).toBe('cancelled')
+    await tick()
+    expect(ctl.runs.map((r) => r.job.id)).toEqual([a.id]) // b never started
+    expect(b).toMatchObject({ state: 'cancelled', attempts: 0 })
+    expect(scheduler.stats().unfinished).toBe(0)
+  })
+
+  it('a retryable failure during the shutdown grace leaves the job queued for the next start, not failed', async () => {
+    const a = await submit('a')
+    await started(1)
+    expect(a.state).toBe('running')
+    const stopping = scheduler.stop(10000)
+    ctl.runs[0].reject(new RemoteUnavailableError('503 from the server')) // within the grace
+    await stopping
+    expect(a.state).toBe('queued')
+    expect(await journaled(a.id)).toMatchObject({ state: 'queued', attempts: 1, finishedAt: null })
+    expect(scheduler.stats().unfinished).toBe(1)
+  })
+
+  it('a job aborted by shutdown while publishing keeps the verified size that finishPublish needs', async () => {
+    ctl.onRun = (job, deps) => deps.onVerified({ bytes: 7, sha256: 'f'.repeat(64) })
+    const a = await submit('a')
+    await started(1)
+    expect(a).toMatchObject({ state: 'running', phase: 'publishing', bytes: 7 })
+    await scheduler.stop(0) // the publish is cut (or fails) after the grace
+    expect(await journaled(a.id)).toMatchObject({ state: 'queued', phase: 'publishing', bytes: 7, sha256: 'f'.repeat(64) })
+  })
+})

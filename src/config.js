@@ -15,6 +15,7 @@ export class ConfigError extends Error {
 }
 
 const TARGET_NAME = /^[A-Za-z0-9_.-]{1,64}$/
+const UNIX_PATH_MAX = 107
 const KNOWN_TOP = new Set(['listen', 'stateDir', 'roots', 'token', 'socketMode', 'socketGroup', 'targets',
   'queue', 'retry', 'timeouts', 'shutdownGraceMs', 'logLevel', 'spool', 'callbacks'])
 const TARGET_COMMON = ['type', 'concurrency', 'retry', 'timeouts', 'tempSuffix']
@@ -135,7 +136,12 @@ export function isLoopbackHost (host) {
 
 function parseListen (entry, field, hasToken) {
   if (typeof entry !== 'string') throw new ConfigError(field, 'must be a string like "127.0.0.1:8765" or "unix:/path/sidecar.sock"')
-  if (entry.startsWith('unix:')) return { type: 'unix', path: absDir(entry.slice(5), field) }
+  if (entry.startsWith('unix:')) {
+    const file = absDir(entry.slice(5), field)
+    // sockaddr_un.sun_path: 108 bytes with the NUL. Node binds a longer path cut short, silently.
+    if (Buffer.byteLength(file) > UNIX_PATH_MAX) throw new ConfigError(field, `the socket path is ${Buffer.byteLength(file)} bytes; unix sockets allow at most ${UNIX_PATH_MAX}`)
+    return { type: 'unix', path: file }
+  }
   const m = /^(?:\[([0-9a-fA-F:]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(entry)
   if (!m) throw new ConfigError(field, `cannot parse ${JSON.stringify(entry)}; use "host:port", "[::1]:port" or "unix:/path"`)
   const host = m[1] ?? m[2]
@@ -285,8 +291,10 @@ export function validateConfig (raw, { env = process.env } = {}) {
   if (!isObject(raw)) throw new ConfigError('(top level)', 'must be a JSON object')
   checkKeys(raw, [...KNOWN_TOP], '')
   const token = raw.token ?? null
-  if (token !== null && (typeof token !== 'string' || token.length < 16 || /\s/.test(token))) {
-    throw new ConfigError('token', 'must be null or a string of at least 16 characters without spaces')
+  // Visible ASCII only: a header carries bytes, and node reads them as Latin-1, so a UTF-8 "ö" sent
+  // by curl or PHP never matches, and a control character cannot be sent at all.
+  if (token !== null && (typeof token !== 'string' || token.length < 16 || !/^[\x21-\x7e]+$/.test(token))) {
+    throw new ConfigError('token', 'must be null or a string of at least 16 visible ASCII characters (no spaces)')
   }
   const stateDir = realDir(raw.stateDir ?? defaultStateDir(env), 'stateDir', { create: true })
   const listenRaw = raw.listen ?? [`127.0.0.1:${DEFAULTS.port}`, `unix:${path.join(stateDir, 'sidecar.sock')}`]

@@ -5,6 +5,7 @@
 import fs from 'node:fs/promises'
 import { watch, constants as C } from 'node:fs'
 import path from 'node:path'
+import { inDir } from './paths.js'
 
 const NAME = /^([A-Za-z0-9_-]{8,64})\.json$/
 const MAX_BYTES = 64 * 1024
@@ -19,10 +20,32 @@ export function createSpool ({ config, scheduler, logger, metrics }) {
   let timer = null
   let watcher = null
 
+  // rejected/, opened without following a symlink. PHP can write the spool: a symlink (or a file)
+  // it put in place of rejected/ is removed, never followed, so that nothing is moved or written
+  // outside the spool.
+  async function openRejectedDir () {
+    const open = () => fs.open(rejectedDir, C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW)
+    try {
+      return await open()
+    } catch (err) {
+      if (err.code === 'ELOOP' || err.code === 'ENOTDIR') await fs.unlink(rejectedDir)
+      else if (err.code !== 'ENOENT') throw err
+    }
+    await fs.mkdir(rejectedDir, { mode: 0o750 }).catch((err) => { if (err.code !== 'EEXIST') throw err })
+    return open()
+  }
+
   async function reject (name, error) {
-    await fs.mkdir(rejectedDir, { recursive: true, mode: 0o750 })
-    await fs.rename(path.join(dir, name), path.join(rejectedDir, name))
-    await fs.writeFile(path.join(rejectedDir, `${name}.error.json`), JSON.stringify({ error }) + '\n')
+    const rejected = await openRejectedDir()
+    try {
+      await fs.rename(path.join(dir, name), inDir(rejected, name)) // that directory, wherever it is now
+      // Whatever is under the reason's name (a symlink to a file of ours) is replaced, not written through.
+      const reason = inDir(rejected, `${name}.error.json`)
+      await fs.unlink(reason).catch((err) => { if (err.code !== 'ENOENT') throw err })
+      await fs.writeFile(reason, JSON.stringify({ error }) + '\n', { flag: C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW })
+    } finally {
+      await rejected.close()
+    }
     metrics.spool('rejected')
     logger.warn({ file: name, error }, 'spooled job rejected')
   }

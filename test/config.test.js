@@ -39,10 +39,17 @@ describe('config validation', () => {
     ['an unknown top-level key', (c) => ({ ...c, listn: [] }), 'listn'],
     ['a non-loopback listener without token', (c) => ({ ...c, listen: ['0.0.0.0:8765'] }), 'listen[0]'],
     ['an unparsable listener', (c) => ({ ...c, listen: ['8765'] }), 'listen[0]'],
+    // sun_path holds 107 bytes and a NUL: node would silently bind a truncated name instead.
+    ['a unix socket path over 107 bytes', (c) => ({ ...c, listen: [`unix:/run/${'d'.repeat(90)}/sidecar.sock`] }), 'listen[0]'],
+    ['a default socket path over 107 bytes (a long stateDir)', (c) => ({ ...c, listen: undefined, stateDir: path.join(c.stateDir, 'd'.repeat(100)) }), 'listen[1]'],
     ['a relative root', (c) => ({ ...c, roots: ['uploads'] }), 'roots[0]'],
     ['a missing root', (c) => ({ ...c, roots: ['/nonexistent/dir'] }), 'roots[0]'],
     ['/ as root', (c) => ({ ...c, roots: ['/'] }), 'roots'],
     ['a short token', (c) => ({ ...c, token: 'short' }), 'token'],
+    // HTTP headers carry bytes: curl and PHP send a UTF-8 "ö" as 2 bytes, which node reads back as
+    // two Latin-1 characters, so such a token never matches; a control character cannot be sent.
+    ['a token with non-ASCII characters', (c) => ({ ...c, token: 'pässwörd-sehr-geheim-1234' }), 'token'],
+    ['a token with a control character', (c) => ({ ...c, token: 'token-with-\u0001-in-the-middle' }), 'token'],
     ['a bad socket mode', (c) => ({ ...c, socketMode: '999' }), 'socketMode'],
     ['an unknown socket group', (c) => ({ ...c, socketGroup: 'nosuchgroup' }), 'socketGroup'],
     ['a negative gid', (c) => ({ ...c, socketGroup: -1 }), 'socketGroup'],

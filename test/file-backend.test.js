@@ -1,7 +1,8 @@
 // The file target: what goes wrong in its store is the remote's problem (remote codes, messages
 // naming target:remote, never the store's own path); what goes wrong with the job's local file
 // keeps the local codes.
-import { describe, it, expect, beforeAll, afterAll } from 'vitest'
+import { describe, it, expect, beforeAll, afterAll, afterEach } from 'vitest'
+import net from 'node:net'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { startTestSidecar, tempDir } from './helpers/sidecar.js'
@@ -93,5 +94,85 @@ describe('resubmission of a job whose local file has gone since', () => {
     const res = await sc.api.submit({ id: 'never-existed-local-01', direction: 'upload', target: 'local', local: path.join(root, 'nope'), remote: '/nope' })
     expect(res.status).toBe(422)
     expect(res.json.error.code).toBe('LOCAL_NOT_FOUND')
+  })
+})
+
+// GET /v1/stream announces a Content-Length, then streams what the target gives: a file replaced
+// by a larger one between the stat and the open, or one that grows while it is read, must not
+// put more bytes on the connection than announced (a keep-alive client, nginx's upstream pool,
+// would read the excess as the next answer), and one that shrinks must not look complete.
+describe('GET /v1/stream sends exactly the bytes it announces', () => {
+  // One keep-alive exchange on a raw socket: the head, and every byte that follows it.
+  function rawGet (p) {
+    return new Promise((resolve, reject) => {
+      const socket = net.connect(new URL(sc.url).port, '127.0.0.1')
+      const chunks = []
+      let timer = null
+      const finish = (closed) => {
+        clearTimeout(timer)
+        socket.destroy()
+        const all = Buffer.concat(chunks)
+        const end = all.indexOf('\r\n\r\n')
+        const head = all.subarray(0, end).toString()
+        resolve({ head, status: Number(head.split(' ')[1]), length: Number(/content-length: (\d+)/i.exec(head)?.[1]), body: all.subarray(end + 4), closed })
+      }
+      socket.on('data', (d) => {
+        chunks.push(d)
+        clearTimeout(timer)
+        timer = setTimeout(() => finish(false), 500) // keep-alive: quiet for 500 ms is the end
+      })
+      socket.once('close', () => finish(true))
+      socket.once('error', reject)
+      socket.write(`GET ${p} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n`)
+    })
+  }
+  const patched = []
+  const patch = (name, fn) => {
+    const backend = sc.scheduler.backends.local
+    const original = backend[name]
+    patched.push(() => { backend[name] = original })
+    backend[name] = (...args) => fn(original.bind(backend), ...args)
+  }
+  afterEach(() => { for (const undo of patched.splice(0)) undo() })
+
+  it('a file replaced by a larger one between stat and open', async () => {
+    await fs.writeFile(path.join(store, 'replaced'), 'old')
+    const next = 'HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nEVIL!'
+    patch('stat', async (stat, remote, opts) => {
+      const st = await stat(remote, opts)
+      await fs.writeFile(path.join(store, '.replaced.new'), next)
+      await fs.rename(path.join(store, '.replaced.new'), path.join(store, 'replaced')) // a publish
+      return st
+    })
+    const res = await rawGet('/v1/stream/local/replaced')
+    expect(res.status).toBe(200)
+    expect(res.body.length).toBe(res.length) // nothing beyond the announced answer
+    expect(res.body.toString()).toBe(next) // one whole version of the file
+  })
+
+  it('a file that grows while it is read', async () => {
+    await fs.writeFile(path.join(store, 'growing'), 'first part')
+    patch('openRead', async (openRead, remote, opts) => {
+      const src = await openRead(remote, opts)
+      await fs.appendFile(path.join(store, 'growing'), '+ appended after the open')
+      return src
+    })
+    const res = await rawGet('/v1/stream/local/growing')
+    expect(res.status).toBe(200)
+    expect(res.length).toBe(10)
+    expect(res.body.toString()).toBe('first part')
+  })
+
+  it('a file that shrinks while it is read: the answer is cut, not complete', async () => {
+    await fs.writeFile(path.join(store, 'shrinking'), 'x'.repeat(1000))
+    patch('openRead', async (openRead, remote, opts) => {
+      const src = await openRead(remote, opts)
+      await fs.truncate(path.join(store, 'shrinking'), 10)
+      return src
+    })
+    const res = await rawGet('/v1/stream/local/shrinking')
+    expect(res.length).toBe(1000)
+    expect(res.body.length).toBeLessThan(1000)
+    expect(res.closed).toBe(true) // the client can tell: the connection ends before the body
   })
 })

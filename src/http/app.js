@@ -65,16 +65,20 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
     next()
   })
 
-  app.get('/healthz', (req, res) => {
-    res.json({ status: scheduler.stopping ? 'stopping' : 'ok', jobs: scheduler.stats() })
-  })
+  app.route('/healthz')
+    .get((req, res) => {
+      res.json({ status: scheduler.stopping ? 'stopping' : 'ok', jobs: scheduler.stats() })
+    })
+    .all(methodNotAllowed)
 
   app.use(tokenCheck(config.token))
 
-  app.get('/metrics', async (req, res) => {
-    res.set('content-type', metrics.registry.contentType)
-    res.send(await metrics.registry.metrics())
-  })
+  app.route('/metrics')
+    .get(async (req, res) => {
+      res.set('content-type', metrics.registry.contentType)
+      res.send(await metrics.registry.metrics())
+    })
+    .all(methodNotAllowed)
 
   const json = express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true })
 
@@ -113,7 +117,9 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
     .all(methodNotAllowed)
 
   const stream = streamHandler({ config, backends, metrics })
-  app.get('/v1/stream/:target/*remote', stream) // also answers HEAD
+  app.route('/v1/stream/:target/*remote')
+    .get(stream) // also answers HEAD
+    .all(methodNotAllowed)
 
   app.use((req, res, next) => next(new RouteNotFoundError(`no route ${req.method} ${req.path.slice(0, 200)}`)))
 

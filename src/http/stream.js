@@ -2,10 +2,11 @@
 // Range support, so PHP can fpassthru() it or hand it to nginx/Apache with an internal redirect.
 // Same token and confinement as jobs: a configured target name, a normalised remote path.
 import path from 'node:path'
+import { Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { normalizeRemote } from '../paths.js'
-import { BufferPool, requestSink } from '../datapath.js'
-import { UnknownTargetError, RemoteNotFoundError, RangeNotSatisfiableError, toSidecarError } from '../errors.js'
+import { BufferPool, CHUNK, requestSink } from '../datapath.js'
+import { UnknownTargetError, RemoteNotFoundError, RangeNotSatisfiableError, SizeMismatchError, toSidecarError } from '../errors.js'
 
 const TYPES = {
   '.txt': 'text/plain; charset=utf-8',
@@ -48,6 +49,33 @@ export function parseRange (header, size) {
   return { start, end }
 }
 
+// Passes exactly `length` bytes: what a source has beyond them (a file that grew after it was
+// opened) is left out, as it would otherwise be read by a keep-alive client as the next answer;
+// a source that ends short (a file that shrank) fails, and the connection is cut rather than the
+// answer looking complete. Pool buffers (or views of them) that are not passed on are released.
+function exactly (length, pool) {
+  let sent = 0
+  return new Transform({
+    highWaterMark: CHUNK,
+    transform (chunk, encoding, callback) {
+      const room = length - sent
+      if (chunk.length <= room) {
+        sent += chunk.length
+        return callback(null, chunk)
+      }
+      if (room === 0) {
+        pool.release(chunk)
+        return callback()
+      }
+      sent = length
+      callback(null, chunk.subarray(0, room))
+    },
+    flush (callback) {
+      callback(sent < length ? new SizeMismatchError(`the file ended after ${sent} of the ${length} bytes announced`) : null)
+    }
+  })
+}
+
 export function streamHandler ({ config, backends, metrics }) {
   return async (req, res) => {
     const { target } = req.params
@@ -84,8 +112,13 @@ export function streamHandler ({ config, backends, metrics }) {
       try {
         const window = range ? { offset: range.start, length: range.end - range.start + 1 } : {}
         const src = await backend.openRead(remote, { ...window, signal, pool })
+        // The file opened may be another one than the file stat()ed (replaced in between): the
+        // whole of it is sent with its own length.
+        if (!range && Number.isSafeInteger(src.size)) headers['content-length'] = src.size
         res.writeHead(range ? 206 : 200, headers)
-        await pipeline(src.stream, requestSink(res, { pool, meter: counter }), { signal })
+        const length = headers['content-length']
+        const body = length === undefined ? [src.stream] : [src.stream, exactly(length, pool)]
+        await pipeline(...body, requestSink(res, { pool, meter: counter }), { signal })
       } finally {
         pool.close()
         metrics.streamBytes(backend.type, counter.bytes)

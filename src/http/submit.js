@@ -5,7 +5,20 @@ import { InvalidJsonError, PayloadTooLargeError, UnauthorizedError, InvalidReque
 import { MAX_BODY_BYTES, tokenMatcher, sendJson, sendError } from './respond.js'
 
 export function isSubmit (req) {
-  return req.method === 'POST' && (req.url === '/v1/jobs' || req.url.startsWith('/v1/jobs?'))
+  if (req.method !== 'POST') return false
+  const target = req.url[0] === '/' ? req.url : pathOf(req.url)
+  return target === '/v1/jobs' || target.startsWith('/v1/jobs?')
+}
+
+// The path and query of an absolute-form request target (RFC 9112 3.2.2: "POST http://host/v1/jobs"),
+// which express routes by its path too.
+function pathOf (url) {
+  try {
+    const u = new URL(url)
+    return u.pathname + u.search
+  } catch {
+    return url
+  }
 }
 
 // Invalid UTF-8 is refused, not turned into U+FFFD: a name made of replacement characters would

@@ -1,0 +1,58 @@
+// The spool directory is writable by PHP: what PHP puts there (a symlink in place of rejected/, or
+// of a reason file in it) must not make the daemon write outside it when it rejects a file.
+import { describe, it, expect, beforeAll, afterAll } from 'vitest'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { startTestSidecar, tempDir, waitFor } from './helpers/sidecar.js'
+
+let sc, root, spool, outside
+
+beforeAll(async () => {
+  root = await tempDir('spool-root-')
+  outside = await tempDir('spool-outside-')
+  sc = await startTestSidecar({ roots: [root], targets: { local: { type: 'file', dir: await tempDir('spool-store-') } }, extra: { spool: { intervalMs: 50 } } })
+  spool = sc.config.spool.dir
+})
+afterAll(async () => {
+  await sc?.stop({ graceMs: 0 })
+})
+
+const rejected = () => path.join(spool, 'rejected')
+const exists = (p) => fs.lstat(p).then(() => true, () => false)
+
+describe('spool rejections stay in the spool', () => {
+  it('a symlink planted as the reason file is replaced, not written through', async () => {
+    const victim = path.join(outside, 'victim.txt')
+    await fs.writeFile(victim, 'must stay')
+    await fs.mkdir(rejected(), { recursive: true })
+    await fs.symlink(victim, path.join(rejected(), 'evil-job-0001.json.error.json'))
+    await fs.writeFile(path.join(spool, 'evil-job-0001.json'), 'not json')
+    await waitFor(() => exists(path.join(rejected(), 'evil-job-0001.json')))
+    await new Promise((resolve) => setTimeout(resolve, 200)) // the reason is written after the move
+    expect(await fs.readFile(victim, 'utf8')).toBe('must stay')
+    expect((await fs.lstat(path.join(rejected(), 'evil-job-0001.json.error.json'))).isFile()).toBe(true)
+    expect(JSON.parse(await fs.readFile(path.join(rejected(), 'evil-job-0001.json.error.json'), 'utf8')).error.code).toBe('INVALID_JSON')
+  })
+
+  it('rejected/ replaced by a symlink to another directory: nothing lands there', async () => {
+    const elsewhere = path.join(outside, 'elsewhere')
+    await fs.mkdir(elsewhere)
+    await fs.rm(rejected(), { recursive: true, force: true })
+    await fs.symlink(elsewhere, rejected())
+    await fs.writeFile(path.join(spool, 'evil-job-0002.json'), 'attacker content')
+    await waitFor(async () => !await exists(path.join(spool, 'evil-job-0002.json')) || (await fs.readdir(elsewhere)).length > 0)
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    expect(await fs.readdir(elsewhere)).toEqual([])
+    expect((await fs.lstat(rejected())).isDirectory()).toBe(true)
+    expect(await exists(path.join(rejected(), 'evil-job-0002.json.error.json'))).toBe(true)
+  })
+
+  it('rejected/ replaced by a dangling symlink: replaced by a directory', async () => {
+    await fs.rm(rejected(), { recursive: true, force: true })
+    await fs.symlink(path.join(outside, 'not-there'), rejected())
+    await fs.writeFile(path.join(spool, 'evil-job-0003.json'), 'attacker content')
+    await waitFor(() => exists(path.join(rejected(), 'evil-job-0003.json.error.json')))
+    expect((await fs.lstat(rejected())).isDirectory()).toBe(true)
+    expect(await exists(path.join(outside, 'not-there'))).toBe(false)
+  })
+})

@@ -233,6 +233,15 @@ export function backgroundSync (datasync, { start = 0, every = 64 * 1024 * 1024 
 
 const fdatasync = (fd) => new Promise((resolve, reject) => fs.fdatasync(fd, (err) => err ? reject(err) : resolve()))
 
+// Writes chunk[offset..] at `position`, again for what a short write left (as transfer.js writeAll).
+function writeAt (fd, chunk, offset, position, done) {
+  fs.write(fd, chunk, offset, chunk.length - offset, position, (err, n) => {
+    if (err || offset + n >= chunk.length) return done(err)
+    if (n === 0) return done(Object.assign(new Error('a file write made no progress'), { code: 'EIO' }))
+    writeAt(fd, chunk, offset + n, position + n, done)
+  })
+}
+
 // Sink for the file backend: hashes each chunk and writes it at its position with positional
 // async writes (several in flight, so disk copies overlap the network), fdatasyncs in the
 // background (backgroundSync) and at the end.
@@ -256,7 +265,7 @@ export function fileSink (fd, { pool, meter, start = 0, syncEvery }) {
       if (failed) return callback(failed)
       meter.update(chunk)
       inFlight++
-      fs.write(fd, chunk, 0, chunk.length, position, (err) => {
+      writeAt(fd, chunk, 0, position, (err) => {
         inFlight--
         pool.release(chunk)
         if (err) failed ??= err

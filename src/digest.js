@@ -145,7 +145,9 @@ export class Digest {
       return
     }
     if (this.#finished) throw new Error('update() after digest()')
-    if (this.#gen !== generation) throw new Error('the hashing thread stopped')
+    // The thread died: digest() fails. Not thrown here: update() runs inside the sinks' write
+    // callbacks, where a throw is an uncaught exception (the daemon would exit).
+    if (this.#gen !== generation) return
     if (chunk.buffer instanceof SharedArrayBuffer && this.#pool?.hold(chunk)) {
       const pool = this.#pool
       send(['u', this.#id, chunk.buffer, chunk.byteOffset, chunk.length], () => pool.release(chunk))

@@ -6,6 +6,7 @@ import fs from 'node:fs/promises'
 import fsSync from 'node:fs'
 import path from 'node:path'
 import http from 'node:http'
+import net from 'node:net'
 import { createHash } from 'node:crypto'
 import { pipeline } from 'node:stream/promises'
 import { Writable } from 'node:stream'
@@ -153,6 +154,56 @@ describe('pooledGet + fileSink', () => {
   })
 })
 
+// A raw server answering each connection with `answer(socket)`.
+async function rawServer (answer) {
+  const server = net.createServer((socket) => socket.once('data', () => answer(socket)))
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return { url: `http://127.0.0.1:${server.address().port}/x`, close: () => new Promise((resolve) => server.close(resolve)) }
+}
+
+describe('pooledGet: a body that fails before its consumer reads it', () => {
+  // The response is handed on before the body is read (transfer.js awaits a truncate and a stat
+  // before its pipeline when a resume meets a changed file): an error meanwhile must reach the
+  // consumer, not be an 'error' event nobody listens to (an uncaught exception: the daemon exits).
+  it.each([
+    ['a bad chunk size in the first packet', (s) => s.end('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n'), 'ERR_BAD_HTTP_RESPONSE'],
+    ['a connection reset right after the head', (s) => { s.write('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc'); s.resetAndDestroy() }, undefined]
+  ])('%s', async (what, answer, code) => {
+    const server = await rawServer(answer)
+    try {
+      const pool = new BufferPool({ count: 4, size: 64 * 1024 })
+      const res = await pooledGet(server.url, { pool })
+      expect(res.statusCode).toBe(200)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      const failed = await pipeline(res.body, slowSink(pool, new Meter())).then(() => null, (err) => err)
+      expect(failed).toBeInstanceOf(Error)
+      if (code) expect(failed.code).toBe(code)
+    } finally {
+      await server.close()
+    }
+  })
+})
+
+describe('pooledGet: a signal aborted before the call', () => {
+  // A cancel or shutdown that came while the download got ready (a resumed one re-hashing its temp
+  // file, a namenode call) must stop the GET at once, not after timeouts.idleMs of a server that
+  // does not answer (DELETE /v1/jobs/{id} and shutdown wait for the attempt to end).
+  it('rejects at once with the abort, without waiting for the server', async () => {
+    const sockets = []
+    const mute = net.createServer((socket) => { sockets.push(socket); socket.resume() }) // never answers
+    await new Promise((resolve) => mute.listen(0, '127.0.0.1', resolve))
+    try {
+      const ac = new AbortController()
+      ac.abort()
+      const err = await pooledGet(`http://127.0.0.1:${mute.address().port}/x`, { pool: new BufferPool(), signal: ac.signal, idleMs: 3000 }).then(() => null, (e) => e)
+      expect(err?.name).toBe('AbortError') // not ETIMEDOUT after idleMs
+    } finally {
+      for (const s of sockets) s.destroy()
+      await new Promise((resolve) => mute.close(resolve))
+    }
+  })
+})
+
 describe('fileSource + requestSink', () => {
   it('uploads a file through pool buffers to httpd', async () => {
     const pool = new BufferPool()
@@ -202,6 +253,38 @@ describe('fileSource + requestSink', () => {
       reads.mockRestore()
       await handle.close()
     }
+  })
+})
+
+describe('fileSink', () => {
+  // pwrite(2) may take fewer bytes than asked (a disk full for a moment, a FUSE file system); the
+  // rest of the chunk must still reach the file, or it keeps a hole of zeros where the sha256 and
+  // the size (given by the later writes) say all is well.
+  it('writes the rest of a chunk the kernel took only part of', async () => {
+    const data = Buffer.alloc(3 * 64 * 1024)
+    for (let i = 0; i < data.length; i++) data[i] = (i % 251) + 1
+    const src = path.join(dir, 'short-src')
+    const out = path.join(dir, 'short-out')
+    await fs.writeFile(src, data)
+    const real = fsSync.write
+    let calls = 0
+    const writes = vi.spyOn(fsSync, 'write').mockImplementation(function (fd, buf, off, len, pos, cb) {
+      if (++calls === 1) return real.call(fsSync, fd, buf, off, len >> 1, pos, cb) // half taken
+      return real.call(fsSync, fd, buf, off, len, pos, cb)
+    })
+    const input = await fs.open(src, 'r')
+    const output = await fs.open(out, 'w')
+    try {
+      const pool = new BufferPool({ count: 4, size: 64 * 1024 })
+      const meter = new Meter()
+      await pipeline(fileSource(input.fd, { pool }), fileSink(output.fd, { pool, meter }))
+      expect(meter.bytes).toBe(data.length)
+    } finally {
+      writes.mockRestore()
+      await input.close()
+      await output.close()
+    }
+    expect((await fs.readFile(out)).equals(data)).toBe(true)
   })
 })
 

@@ -5,6 +5,12 @@ import { createHash, randomBytes } from 'node:crypto'
 import { Digest, WORKER_MIN_BYTES, hashingThread } from '../src/digest.js'
 import { BufferPool } from '../src/datapath.js'
 import { createHdfsChecksum } from '../src/hdfs-checksum.js'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { upload, download } from '../src/transfer.js'
+import { newJob } from '../src/jobs.js'
+import { createFileBackend } from '../src/backends/file.js'
+import { tempDir } from './helpers/sidecar.js'
 
 const big = WORKER_MIN_BYTES
 
@@ -109,5 +115,31 @@ describe('Digest', () => {
     const next = new Digest({ size: big }) // a new thread serves new digests
     next.update(Buffer.from('y'))
     expect((await next.digest()).sha256).toBe(createHash('sha256').update('y').digest('hex'))
+  })
+
+  // The sinks hash as they write (datapath.js, transfer.js PartFile): a chunk arriving after the
+  // thread died must fail the transfer's digest, not throw out of a file read's callback (an
+  // uncaught exception: the daemon would exit with every running transfer).
+  it.each(['upload', 'download'])('fails the %s whose thread dies mid-transfer, without an uncaught exception', async (direction) => {
+    const root = await tempDir('digest-root-')
+    const store = await tempDir('digest-store-')
+    const size = 48 * 1024 * 1024
+    await fs.writeFile(path.join(root, 'src'), Buffer.alloc(size, 1))
+    await fs.writeFile(path.join(store, 'src'), Buffer.alloc(size, 2))
+    const backend = createFileBackend({ dir: store, name: 'local', tempSuffix: '._COPYING_' })
+    const job = newJob(direction === 'upload'
+      ? { direction, target: 'local', local: path.join(root, 'src'), remote: '/dst', overwrite: true }
+      : { direction, target: 'local', local: path.join(root, 'dst'), remote: '/src', overwrite: true }, new Date().toISOString())
+    job.attempts = 1
+    let stopped = false
+    const onProgress = (bytes) => {
+      if (!stopped && bytes > 8 * 1024 * 1024) {
+        stopped = true
+        hashingThread.stop() // as if it had crashed
+      }
+    }
+    const run = direction === 'upload' ? upload : download
+    await expect(run(job, { backend, roots: [root], onProgress })).rejects.toThrow(/hashing thread/)
+    expect(stopped).toBe(true)
   })
 })

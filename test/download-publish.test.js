@@ -7,6 +7,8 @@ import { describe, it, expect, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { PassThrough } from 'node:stream'
+import http from 'node:http'
+import { createHttpBackend } from '../src/backends/http.js'
 import { download } from '../src/transfer.js'
 import { newJob } from '../src/jobs.js'
 import { tempDir } from './helpers/sidecar.js'
@@ -105,5 +107,63 @@ describe('download publish', () => {
     const w = job(path.join(root, 'sub', wide), { id: 'LONG-0002' })
     expect(await downloadAcrossSwap(w, root, async () => {})).toBe(null)
     expect(await fs.readFile(path.join(root, 'sub', wide), 'utf8')).toBe('1234567890')
+  })
+})
+
+// A resumed http download asks for `bytes=<offset>-`; the 206 says in Content-Range which bytes it
+// holds, and RFC 9110 (15.3.7) lets a server send fewer than asked. What it holds, not what was
+// asked, decides where the body goes and how large the file is.
+describe('resumed http download: the 206 answer decides, not the request', () => {
+  const data = Buffer.alloc(300000)
+  for (let i = 0; i < data.length; i++) data[i] = (i * 7) % 251
+
+  // The first GET is cut after 100,000 bytes, later whole ones are not. Ranged GETs: `ranged(start)`
+  // gives [from, to] (inclusive).
+  async function server (ranged) {
+    let whole = 0
+    const srv = http.createServer((req, res) => {
+      const etag = '"v1"'
+      const m = /^bytes=(\d+)-$/.exec(req.headers.range ?? '')
+      if (!m) {
+        res.writeHead(200, { etag, 'content-length': data.length })
+        if (++whole > 1) return res.end(data)
+        res.write(data.subarray(0, 100000))
+        return setTimeout(() => res.socket.destroy(), 30)
+      }
+      const [from, to] = ranged(Number(m[1]))
+      res.writeHead(206, { etag, 'content-range': `bytes ${from}-${to}/${data.length}`, 'content-length': to - from + 1 })
+      res.end(data.subarray(from, to + 1))
+    })
+    await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve))
+    return srv
+  }
+
+  it.each([
+    ['fewer bytes than asked', (start) => [start, start + 49999]],
+    ['a range starting before the offset', (start) => [start - 1000, data.length - 1]]
+  ])('never publishes a file other than the remote one: %s', async (what, ranged) => {
+    const { root } = await setup()
+    const srv = await server(ranged)
+    const backend = createHttpBackend({ url: `http://127.0.0.1:${srv.address().port}/`, timeouts: { idleMs: 5000 } })
+    try {
+      const j = job(path.join(root, 'sub', 'out.bin'), { overwrite: true })
+      const onStart = ({ version }) => { j.remoteVersion = version } // as the scheduler journals it
+      j.attempts = 1
+      await expect(download(j, { backend, roots: [root], onStart })).rejects.toBeTruthy() // cut: the temp file is kept
+      let result
+      for (let attempt = 2; attempt <= 3 && !result; attempt++) {
+        j.attempts = attempt
+        // A retryable failure is fine (the next attempt starts over); a wrong file is not.
+        result = await download(j, { backend, roots: [root], onStart }).catch((err) => {
+          expect(err.retryable ?? true).toBe(true)
+          return null
+        })
+      }
+      expect(result?.bytes).toBe(data.length)
+      expect((await fs.readFile(path.join(root, 'sub', 'out.bin'))).equals(data)).toBe(true)
+    } finally {
+      await backend.close()
+      await new Promise((resolve) => srv.close(resolve))
+    }
   })
 })

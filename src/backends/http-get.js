@@ -87,6 +87,9 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, pool }) 
       if (remaining === null && !chunked) response.body.push(null)
       else if (remaining !== 0) response.body.destroy(Object.assign(new Error('connection closed before the end of the body'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }))
     })
+    // An 'abort' event comes only once: a signal aborted already (a cancel while the download got
+    // ready) ends the request now, not after idleMs of a server that does not answer.
+    if (signal?.aborted) return onAbort()
     const target = u.pathname + u.search
     const lines = [`GET ${target} HTTP/1.1`, `Host: ${u.host}`, 'Connection: close', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)]
     socket.write(lines.join('\r\n') + '\r\n\r\n')
@@ -132,6 +135,10 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, pool }) 
           callback(err)
         }
       })
+      // An error before the consumer reads (a bad chunk in the first packet, a reset while the
+      // consumer still awaits something) stays on the destroyed stream, which the consumer's
+      // pipeline or read then reports; unheard, the 'error' event would be an uncaught exception.
+      body.on('error', () => {})
       if (/chunked/i.test(h['transfer-encoding'] ?? '')) chunked = { left: 0, buffered: '' }
       else if (h['content-length'] !== undefined) remaining = Number(h['content-length'])
       zeroCopy = statusCode >= 200 && statusCode < 300 && !chunked

@@ -129,9 +129,13 @@ export function createHttpBackend (target) {
       }
       const whole = res.statusCode === 200 && offset > 0 && length === undefined
       if (res.statusCode !== (ranged && !whole ? 206 : 200)) throw await fail(res, `GET ${remote}`)
-      const start = whole ? 0 : offset
+      // A 206 says which bytes it holds, and a server may send fewer than asked (RFC 9110 15.3.7):
+      // where the body starts and the file's size come from its Content-Range when it has one.
+      const held = res.statusCode === 206 ? /^bytes (\d+)-\d+\/(\d+|\*)$/.exec(res.headers['content-range'] ?? '') : null
+      const start = whole ? 0 : held ? Number(held[1]) : offset
       const received = res.headers['content-length']
-      return { stream: res.body, size: length !== undefined || received === undefined ? null : start + Number(received), version, offset: start }
+      const size = length !== undefined ? null : held && held[2] !== '*' ? Number(held[2]) : received === undefined ? null : start + Number(received)
+      return { stream: res.body, size, version, offset: start }
     },
 
     async openWrite (remote, { size, signal, pool, meter } = {}) {

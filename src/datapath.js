@@ -155,8 +155,12 @@ export class BufferPool {
 
 // A regular file read into pool buffers from `start` (up to `end`, exclusive); each chunk must be
 // released by the sink. A short read is the end of a regular file: a small file costs one read.
+// The stream closes only once no read is in flight: the owner closes the descriptor on 'close', and
+// a read still queued then could land on a file or socket opened meanwhile under the same number.
 export function fileSource (fd, { pool, start = 0, end = Infinity }) {
   let position = start
+  let reading = false
+  let afterRead = null // a destroy waiting for the read in flight
   return new Readable({
     // Reads ahead (up to READ_AHEAD, bounded by the pool): the next chunk comes off the disk while
     // this one is hashed and sent.
@@ -164,23 +168,37 @@ export function fileSource (fd, { pool, start = 0, end = Infinity }) {
     read () {
       if (position >= end) return this.push(null)
       pool.whenAvailable(() => {
+        if (this.destroyed) return
         const buf = pool.acquire()
         const want = Math.min(buf.length, end - position)
+        reading = true
         fs.read(fd, buf, 0, want, position, (err, n) => {
-          if (err) {
+          reading = false
+          if (afterRead || err || n === 0) {
             pool.release(buf)
-            return this.destroy(err)
-          }
-          if (n === 0) {
-            pool.release(buf)
-            return this.push(null)
+            if (afterRead) return afterRead()
+            return err ? this.destroy(err) : this.push(null)
           }
           position += n
           this.push(buf.subarray(0, n))
           if (n < want) this.push(null)
         })
       })
+    },
+    destroy (err, callback) {
+      if (reading) afterRead = () => callback(err)
+      else callback(err)
     }
+  })
+}
+
+// Destroys `stream` if it is still open and resolves once it has closed, i.e. once the file
+// source (or sink) has no read (or write) in flight on its descriptor: call it before closing that.
+export function release (stream) {
+  if (stream.closed) return Promise.resolve()
+  return new Promise((resolve) => {
+    stream.once('close', resolve)
+    stream.destroy()
   })
 }
 
@@ -249,16 +267,13 @@ export function fileSink (fd, { pool, meter, start = 0, syncEvery }) {
   let position = start
   let inFlight = 0
   let failed = null
-  let idle = null
+  const waiters = [] // run once no write is in flight
   const sync = backgroundSync(() => fdatasync(fd), { start, every: syncEvery })
 
   const settle = () => {
-    if (inFlight === 0 && idle) {
-      const done = idle
-      idle = null
-      done(failed)
-    }
+    if (inFlight === 0) for (const done of waiters.splice(0)) done()
   }
+  const drained = () => new Promise((resolve) => { waiters.push(resolve); settle() })
   return new Writable({
     highWaterMark: 0,
     write (chunk, encoding, callback) {
@@ -276,8 +291,7 @@ export function fileSink (fd, { pool, meter, start = 0, syncEvery }) {
       callback()
     },
     final (callback) {
-      const drained = new Promise((resolve) => { idle = resolve; settle() })
-      drained
+      drained()
         .then(() => sync.idle())
         .then(() => {
           if (failed) throw failed
@@ -286,8 +300,11 @@ export function fileSink (fd, { pool, meter, start = 0, syncEvery }) {
         .then(() => callback(), callback)
     },
     destroy (err, callback) {
-      // Writes still in flight own pool buffers; they finish on their own.
-      callback(err)
+      // Closed (and its descriptor with it, by the owner) only once the writes and the sync in
+      // flight have ended: one still queued could land in a file opened meanwhile under that number.
+      drained()
+        .then(() => sync.idle())
+        .then(() => callback(err))
     }
   })
 }

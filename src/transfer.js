@@ -10,7 +10,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { createHash } from 'node:crypto'
 import { inDir, openDestDir, openedPath, openSource, openTemp, resolveDestination } from './paths.js'
-import { BufferPool, backgroundSync, fileSource } from './datapath.js'
+import { BufferPool, backgroundSync, fileSource, release } from './datapath.js'
 import { Digest } from './digest.js'
 import { uploadTempPath } from './backends/index.js'
 import { linkNoReplace } from './publish-local.js'
@@ -77,6 +77,7 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
   let written = false
   let pool = null
   let meter = null
+  let reader = null
   try {
     await onStart?.({ size: source.size })
     if (!job.overwrite && await backend.stat(job.remote, { signal })) {
@@ -91,7 +92,8 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     meter = new Meter(onProgress, { checksum, pool, size: source.size })
     const sink = await backend.openWrite(tmp, { size: source.size, signal, blockSize: checksum?.blockSize, pool, meter })
     written = true
-    await sent(pipeline(fileSource(source.handle.fd, { pool }), sink.stream, { signal }), sink.done, signal)
+    reader = fileSource(source.handle.fd, { pool })
+    await sent(pipeline(reader, sink.stream, { signal }), sink.done, signal)
     const { sha256, checksum: ours } = await meter.digest()
     verify({ bytes: meter.bytes, size: source.size, sha256, expected: job.expectedSha256, what: job.local })
     const stored = await backend.stat(tmp, { signal })
@@ -106,6 +108,7 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
   } finally {
     meter?.dispose()
     pool?.close()
+    if (reader) await release(reader) // no read left in flight on the descriptor
     await source.handle.close().catch(() => {})
     if (written && tmp !== job.remote) await backend.remove(tmp).catch(() => {})
   }
@@ -257,15 +260,20 @@ async function newState (handle, checksum, version = null) {
 async function hashPrefix (handle, length, version, { checksum, pool, size }) {
   const state = await newState(handle, checksum, version)
   state.digest = new Digest({ checksum, pool, size: Math.max(size ?? 0, length) })
-  await pipeline(fileSource(handle.fd, { pool, end: length }), new Writable({
-    highWaterMark: 0,
-    write (chunk, encoding, callback) {
-      state.digest.update(chunk)
-      pool.release(chunk)
-      state.bytes += chunk.length
-      callback()
-    }
-  }))
+  const reader = fileSource(handle.fd, { pool, end: length })
+  try {
+    await pipeline(reader, new Writable({
+      highWaterMark: 0,
+      write (chunk, encoding, callback) {
+        state.digest.update(chunk)
+        pool.release(chunk)
+        state.bytes += chunk.length
+        callback()
+      }
+    }))
+  } finally {
+    await release(reader) // the caller closes the descriptor
+  }
   return state
 }
 

@@ -288,6 +288,70 @@ describe('fileSink', () => {
   })
 })
 
+// The owner closes the descriptor when the stream closes (file backend, upload source); a read or
+// write still queued on the thread pool after that could land on a file or socket opened meanwhile
+// under the same number. So a destroyed source or sink closes only once its I/O has ended.
+describe('file streams close after their I/O in flight', () => {
+  function held (name) { // fs[name] with the callbacks held until let go
+    const real = fsSync[name]
+    const waiting = []
+    const spy = vi.spyOn(fsSync, name).mockImplementation(function (...args) {
+      const cb = args.pop()
+      real.call(fsSync, ...args, (...res) => waiting.push(() => cb(...res)))
+    })
+    return { spy, waiting, letGo: () => { for (const f of waiting.splice(0)) f() } }
+  }
+
+  it('fileSource: destroyed during a read, closes when the read has ended, and returns its buffer', async () => {
+    const file = path.join(dir, 'inflight-read')
+    await fs.writeFile(file, Buffer.alloc(256 * 1024, 7))
+    const handle = await fs.open(file, 'r')
+    const reads = held('read')
+    try {
+      const pool = new BufferPool({ count: 4, size: 64 * 1024 })
+      const source = fileSource(handle.fd, { pool })
+      source.resume()
+      await vi.waitFor(() => expect(reads.waiting.length).toBe(1))
+      let closed = false
+      source.once('close', () => { closed = true })
+      source.destroy()
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      expect(closed).toBe(false) // the read is still in flight
+      reads.letGo()
+      await vi.waitFor(() => expect(closed).toBe(true))
+      expect(pool.available).toBe(4)
+      expect(reads.spy).toHaveBeenCalledTimes(1) // nothing read after the destroy
+    } finally {
+      reads.spy.mockRestore()
+      await handle.close()
+    }
+  })
+
+  it('fileSink: destroyed during a write, closes when the write has ended', async () => {
+    const out = await fs.open(path.join(dir, 'inflight-write'), 'w')
+    const writes = held('write')
+    try {
+      const pool = new BufferPool({ count: 4, size: 64 * 1024 })
+      const sink = fileSink(out.fd, { pool, meter: new Meter() })
+      const chunk = pool.acquire()
+      chunk.fill(1)
+      sink.write(chunk)
+      await vi.waitFor(() => expect(writes.waiting.length).toBe(1))
+      let closed = false
+      sink.once('close', () => { closed = true })
+      sink.destroy()
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      expect(closed).toBe(false) // the write is still in flight
+      writes.letGo()
+      await vi.waitFor(() => expect(closed).toBe(true))
+      expect(pool.available).toBe(4)
+    } finally {
+      writes.spy.mockRestore()
+      await out.close()
+    }
+  })
+})
+
 describe('transfer buffer budget', () => {
   it('gives each new pool half of what the open ones leave of 16 MiB, down to 4 × 64 KiB', () => {
     expect(poolShape(0)).toEqual({ count: 8, size: MiB })

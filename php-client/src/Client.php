@@ -29,7 +29,7 @@ use TransferSidecar\Http\Wire;
 final class Client
 {
     private const OPTIONS = ['socket', 'host', 'port', 'token', 'connect_timeout', 'read_timeout', 'spool'];
-    private const JOB_OPTIONS = ['overwrite', 'sha256', 'callback'];
+    private const JOB_OPTIONS = ['id', 'overwrite', 'sha256', 'callback'];
     /** The daemon refuses longer request bodies (413 PAYLOAD_TOO_LARGE). */
     private const MAX_BODY_BYTES = 65536;
 
@@ -106,7 +106,7 @@ final class Client
      * (its 202), or, when the daemon cannot be reached or answers 429/5xx and a spool is
      * configured, once the job is in the spool.
      *
-     * @param array{overwrite?: bool, sha256?: string, callback?: string} $options
+     * @param array{id?: string, overwrite?: bool, sha256?: string, callback?: string} $options
      * @throws RequestException the daemon refused the job (4xx): fix the request, it was not spooled
      * @throws ConnectionException|UnavailableException no spool configured and the daemon could not take it
      * @throws SpoolException the daemon could not take it and the spool could not be written either
@@ -119,7 +119,7 @@ final class Client
     /**
      * Hands over a download (target → local file); like upload().
      *
-     * @param array{overwrite?: bool, sha256?: string, callback?: string} $options
+     * @param array{id?: string, overwrite?: bool, sha256?: string, callback?: string} $options
      */
     public function download(string $target, string $local, string $remote, array $options = []): string
     {
@@ -139,7 +139,7 @@ final class Client
      * acceptable, e.g. for a best-effort cache warm-up.
      *
      * @param string $direction "upload" or "download"
-     * @param array{overwrite?: bool, sha256?: string, callback?: string} $options
+     * @param array{id?: string, overwrite?: bool, sha256?: string, callback?: string} $options
      */
     public function send(string $direction, string $target, string $local, string $remote, array $options = []): string
     {
@@ -319,7 +319,12 @@ final class Client
                 throw new InvalidArgumentException(sprintf('%s: unknown job option (allowed: %s)', $key, implode(', ', self::JOB_OPTIONS)));
             }
         }
-        $job = ['id' => JobId::generate(), 'direction' => $direction, 'target' => $target, 'local' => $local, 'remote' => $remote];
+        // Your own id makes a retry after a ConnectionException or UnavailableException safe: the
+        // daemon answers a resubmission of the same id and body with the job it may already have.
+        if (array_key_exists('id', $options) && (!is_string($options['id']) || !JobId::isValid($options['id']))) {
+            throw new InvalidArgumentException(sprintf('id: must match %s', JobId::PATTERN));
+        }
+        $job = ['id' => $options['id'] ?? JobId::generate(), 'direction' => $direction, 'target' => $target, 'local' => $local, 'remote' => $remote];
         if (array_key_exists('overwrite', $options)) {
             if (!is_bool($options['overwrite'])) {
                 throw new InvalidArgumentException('overwrite: must be true or false');

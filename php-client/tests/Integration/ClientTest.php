@@ -26,6 +26,23 @@ final class ClientTest extends IntegrationTestCase
         }
     }
 
+    public function testTheCallersOwnIdMakesARetrySafe(): void
+    {
+        $client = self::unixClient();
+        [$src] = self::makeFile('own-id-' . bin2hex(random_bytes(3)), 10);
+        $id = 'own-' . bin2hex(random_bytes(8));
+        $remote = sprintf('/php/%s/own-id/%s.bin', self::$run, $id);
+        self::assertSame($id, $client->upload('local', $src, $remote, ['id' => $id]));
+        self::assertSame($id, $client->upload('local', $src, $remote, ['id' => $id])); // a retry: the same job
+        self::assertSucceeds($client, $id);
+        try {
+            $client->upload('local', $src, $remote . '.other', ['id' => $id]);
+            self::fail('the same id with another body was accepted');
+        } catch (RequestException $e) {
+            self::assertSame([409, 'JOB_CONFLICT'], [$e->getStatus(), $e->getErrorCode()]);
+        }
+    }
+
     /** @return iterable<string, array{0: string, 1: string, 2: int, 3: string}> */
     public static function refusedJobs(): iterable
     {

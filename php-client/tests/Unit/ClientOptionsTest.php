@@ -110,6 +110,9 @@ final class ClientOptionsTest extends TestCase
         yield 'sha256 with a newline' => [['sha256' => str_repeat('a', 64) . "\n"], 'sha256'];
         yield 'callback not a URL' => [['callback' => '/hooks/done'], 'callback'];
         yield 'callback with a space' => [['callback' => 'http://127.0.0.1/a b'], 'callback'];
+        yield 'id too short' => [['id' => 'abc'], 'id'];
+        yield 'id with a slash' => [['id' => 'abcdefgh/ij'], 'id'];
+        yield 'id not a string' => [['id' => 12345678], 'id'];
     }
 
     /**

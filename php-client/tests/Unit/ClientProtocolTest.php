@@ -64,6 +64,17 @@ final class ClientProtocolTest extends TestCase
         self::assertGreaterThan(0, $client->lastHandoffSeconds());
     }
 
+    public function testSendsTheCallersOwnIdWhenGiven(): void
+    {
+        $stub = new StubServer([[['reply' => self::accepted('order-4711-upload')]]]);
+        $client = new Client(['socket' => $stub->socket]);
+        $id = $client->upload('hdfs', '/var/www/uploads/a.bin', '/a.bin', ['id' => 'order-4711-upload']);
+        $client->close();
+        [$request] = $stub->finish();
+        self::assertSame('order-4711-upload', $id);
+        self::assertSame('order-4711-upload', json_decode($request['body'], true)['id']);
+    }
+
     public function testReusesOneConnectionForManyCalls(): void
     {
         $job = json_encode(['id' => 'abcdefgh', 'state' => 'succeeded']);

@@ -176,3 +176,38 @@ describe('GET /v1/stream sends exactly the bytes it announces', () => {
     expect(res.closed).toBe(true) // the client can tell: the connection ends before the body
   })
 })
+
+// Whoever can write in the store (a store put under a root, an operator's mistake) must not make
+// the daemon read or write other files through it, nor hang it with a FIFO.
+describe('file target: only regular files inside the store', () => {
+  let outside
+  beforeAll(async () => {
+    outside = await tempDir('file-outside-')
+    await fs.writeFile(path.join(outside, 'secret'), 'not for the store')
+    await fs.symlink(path.join(outside, 'secret'), path.join(store, 'link-out'))
+    await fs.symlink(outside, path.join(store, 'dir-out'))
+    await fs.mkfifo?.(path.join(store, 'fifo')) ?? (await import('node:child_process')).execFileSync('mkfifo', [path.join(store, 'fifo')])
+  })
+
+  it.each([
+    ['a symlink to a file outside', '/link-out', /^local:\/link-out: is a symbolic link, not followed \(ELOOP\)$/],
+    ['a file below a symlink to a directory outside', '/dir-out/secret', /^local:\/dir-out\/secret: leads out of the store/],
+    ['a FIFO', '/fifo', /^local:\/fifo: is not a regular file \(EFTYPE\)$/]
+  ])('a download of %s fails REMOTE_REJECTED', async (what, remote, message) => {
+    const job = await sc.api.run(download(remote, `got-${path.basename(remote)}`, true), 30)
+    expect(job).toMatchObject({ state: 'failed', error: { code: 'REMOTE_REJECTED' } })
+    expect(job.error.message).toMatch(message)
+    await expect(fs.access(path.join(root, `got-${path.basename(remote)}`))).rejects.toThrow()
+  })
+
+  it.each(['/link-out', '/dir-out/secret', '/fifo'])('GET /v1/stream/local%s answers 502 REMOTE_REJECTED at once', async (remote) => {
+    const res = await sc.api.call('GET', `/v1/stream/local${remote}`)
+    expect({ status: res.status, code: res.json?.error?.code }).toEqual({ status: 502, code: 'REMOTE_REJECTED' })
+  })
+
+  it('an upload into a symlink to a directory outside writes nothing there', async () => {
+    const job = await sc.api.run(upload('/dir-out/planted', true), 30)
+    expect(job).toMatchObject({ state: 'failed', error: { code: 'REMOTE_REJECTED' } })
+    expect(await fs.readdir(outside)).toEqual(['secret'])
+  })
+})

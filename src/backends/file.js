@@ -1,6 +1,6 @@
 // Local directory backend: the store of the built-in `local` target, and a reference for the contract.
 import fs from 'node:fs/promises'
-import { createReadStream, createWriteStream } from 'node:fs'
+import { createReadStream, createWriteStream, realpathSync, constants as C } from 'node:fs'
 import path from 'node:path'
 import { finished } from 'node:stream/promises'
 import {
@@ -8,6 +8,7 @@ import {
 } from '../errors.js'
 import { syncDir } from '../store.js'
 import { linkNoReplace } from '../publish-local.js'
+import { inDir } from '../paths.js'
 import { fileSource, fileSink } from '../datapath.js'
 
 const CHUNK = 1 << 20
@@ -21,8 +22,18 @@ const STORE_PROBLEMS = {
   ENOTDIR: 'a parent is not a directory',
   EEXIST: 'a parent is not a directory', // mkdir of a parent that is a file
   ENAMETOOLONG: 'a name in the path is too long',
-  ENOENT: 'does not exist'
+  ENOENT: 'does not exist',
+  ELOOP: 'is a symbolic link, not followed',
+  EFTYPE: 'is not a regular file',
+  EXDEV: 'leads out of the store (a symbolic link on the way)',
+  ENXIO: 'is not a regular file'
 }
+
+// Store files are opened without following a symlink and without blocking (a FIFO would hold a
+// thread-pool thread for good), must be regular files, and must really lie in the store: whoever
+// can write there must not make the daemon read or write other files through it.
+const READ_FLAGS = C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK
+const WRITE_FLAGS = C.O_WRONLY | C.O_CREAT | C.O_TRUNC | C.O_NOFOLLOW | C.O_NONBLOCK
 
 // An fs error in the store is the target's, not the job's local file's (which transfer.js handles):
 // a remote code and a message naming `target:remote`. Other errors (aborts, ours) pass unchanged.
@@ -37,6 +48,28 @@ function storeError (err, where) {
 
 export function createFileBackend (target) {
   const root = target.dir
+  let realRoot = null // resolved when first needed (config validation creates the directory)
+
+  // Throws unless the open `handle` (a file or directory) really lies in the store.
+  async function inStore (handle, { self = false } = {}) {
+    realRoot ??= realpathSync(root)
+    const real = await fs.readlink(`/proc/self/fd/${handle.fd}`)
+    if (!(real.startsWith(realRoot + path.sep) || (self && real === realRoot))) throw Object.assign(new Error('outside the store'), { code: 'EXDEV' })
+  }
+
+  // Closes `handle` and throws unless it is a regular file inside the store; returns its stat.
+  async function checked (handle) {
+    try {
+      const st = await handle.stat()
+      if (st.isDirectory()) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' })
+      if (!st.isFile()) throw Object.assign(new Error('not a regular file'), { code: 'EFTYPE' })
+      await inStore(handle)
+      return st
+    } catch (err) {
+      await handle.close()
+      throw err
+    }
+  }
   const full = (remote) => path.join(root, remote)
   const where = (remote) => target.name ? `${target.name}:${remote}` : remote
   const rethrow = (remote) => (err) => { throw storeError(err, where(remote)) }
@@ -59,20 +92,13 @@ export function createFileBackend (target) {
     async openRead (remote, { offset = 0, length, pool } = {}) {
       let handle
       try {
-        handle = await fs.open(full(remote), 'r')
+        handle = await fs.open(full(remote), READ_FLAGS)
       } catch (err) {
         if (err.code === 'ENOENT' || err.code === 'ENOTDIR') throw new RemoteNotFoundError(`${remote} does not exist`)
         throw storeError(err, where(remote))
       }
-      let st
-      try {
-        st = await handle.stat()
-        // open() takes a directory; reading it would fail later, as if the local side had.
-        if (st.isDirectory()) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' })
-      } catch (err) {
-        await handle.close()
-        throw storeError(err, where(remote))
-      }
+      // open() takes a directory; reading it would fail later, as if the local side had.
+      const st = await checked(handle).catch((err) => { throw storeError(err, where(remote)) })
       if (pool) {
         const stream = fileSource(handle.fd, { pool, start: offset, end: length === undefined ? Infinity : offset + length })
         stream.once('close', () => handle.close())
@@ -86,7 +112,19 @@ export function createFileBackend (target) {
     async openWrite (remote, { pool, meter } = {}) {
       const file = full(remote)
       await fs.mkdir(path.dirname(file), { recursive: true }).catch(rethrow(remote))
-      const handle = await fs.open(file, 'w', 0o640).catch(rethrow(remote))
+      // Created through its directory, once that is known to be in the store (a symlink on the way
+      // must not put the file elsewhere).
+      const dir = await fs.open(path.dirname(file), C.O_RDONLY | C.O_DIRECTORY).catch(rethrow(remote))
+      let handle
+      try {
+        await inStore(dir, { self: true })
+        handle = await fs.open(inDir(dir, path.basename(file)), WRITE_FLAGS, 0o640)
+      } catch (err) {
+        throw storeError(err, where(remote))
+      } finally {
+        await dir.close()
+      }
+      await checked(handle).catch(rethrow(remote))
       // A failed write surfaces through `done` too, which transfer.js prefers to the pipeline's error.
       if (pool) {
         const stream = fileSink(handle.fd, { pool, meter })

@@ -203,7 +203,8 @@ export class Scheduler {
     if (run) {
       run.controller.abort('cancel')
       await run.promise
-      return job
+      // Aborted for the shutdown before this cancel, it ended queued (to run after the restart).
+      if (FINAL_STATES.has(job.state) || this.running.has(id)) return job
     }
     clearTimeout(this.timers.get(id))
     this.timers.delete(id)

@@ -137,4 +137,17 @@ describe('scheduler races', () => {
     await scheduler.stop(0) // the publish is cut (or fails) after the grace
     expect(await journaled(a.id)).toMatchObject({ state: 'queued', phase: 'publishing', bytes: 7, sha256: 'f'.repeat(64) })
   })
+
+  it('a cancel while the shutdown aborts the running job cancels it, rather than leaving it queued', async () => {
+    const a = await submit('a')
+    await started(1)
+    const { signal } = ctl.runs[0].deps
+    const stopping = scheduler.stop(0)
+    await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }))
+    const answer = await scheduler.cancel(a.id) // the job is saving its "queued" meanwhile
+    await stopping
+    expect(answer.state).toBe('cancelled')
+    expect(await journaled(a.id)).toMatchObject({ state: 'cancelled', error: { code: 'CANCELLED' } })
+    expect(scheduler.stats().unfinished).toBe(0)
+  })
 })

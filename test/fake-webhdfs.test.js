@@ -48,4 +48,10 @@ describe('WebHDFS backend against an emulated WebHDFS', () => {
     expect(result.checksum).toBeUndefined()
     expect(await fs.readFile(local, 'utf8')).toBe('some bytes')
   })
+
+  it.each([[{}], [null], [{ FileStatus: { type: 'FILE' } }]])('a 200 GETFILESTATUS of %j is REMOTE_REJECTED, not INTERNAL', async (answer) => {
+    fake = await startFakeWebHdfs({ statusJson: answer })
+    backend = createWebHdfsBackend({ name: 'hdfs', namenodes: [fake.url], user: 'u', base: '/', checksum: false })
+    await expect(backend.stat('/any')).rejects.toMatchObject({ code: 'REMOTE_REJECTED' })
+  })
 })

@@ -290,7 +290,9 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
       if (err instanceof RemoteNotFoundError) return null
       throw err
     }
-    const { FileStatus: s } = await readJson(res, 'GETFILESTATUS')
+    const s = (await readJson(res, 'GETFILESTATUS'))?.FileStatus
+    // A gateway's empty or foreign JSON is the server's fault, not a bug here (INTERNAL).
+    if (!Number.isSafeInteger(s?.length)) throw new RemoteRejectedError(`GETFILESTATUS ${remote}: no FileStatus with a length in the answer`)
     return {
       size: s.length,
       type: s.type === 'DIRECTORY' ? 'dir' : 'file',

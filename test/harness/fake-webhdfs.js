@@ -6,6 +6,7 @@
 //   blockSize            what GETFILESTATUS reports as the files' block size
 //   checksum(path, data) the FileChecksum JSON to answer (default: none → 400)
 //   maxComponentBytes    CREATE refuses a longer name (HDFS max-component-length, 255 by default)
+//   statusJson           GETFILESTATUS answers this JSON (200) instead (a misbehaving gateway)
 import http from 'node:http'
 
 export async function startFakeWebHdfs (opts = {}) {
@@ -36,6 +37,7 @@ export async function startFakeWebHdfs (opts = {}) {
         if (opts.defaultsDelayMs) await new Promise((resolve) => setTimeout(resolve, opts.defaultsDelayMs))
         return json(res, { FsServerDefaults: { blockSize: 1 << 20, bytesPerChecksum: 512, checksumType: 'CRC32C' } })
       case 'GETFILESTATUS': {
+        if (opts.statusJson !== undefined) return json(res, opts.statusJson)
         if (!files.has(p)) return remoteException(res, 404, 'FileNotFoundException', `File does not exist: ${p}`)
         const length = files.get(p).length
         return json(res, { FileStatus: { length, type: 'FILE', fileId: 1, modificationTime: 1, blockSize: opts.blockSize ?? 1 << 20 } })

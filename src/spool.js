@@ -8,6 +8,10 @@ import path from 'node:path'
 import { inDir } from './paths.js'
 
 const NAME = /^([A-Za-z0-9_-]{8,64})\.json$/
+// The PHP client's temp files (`.tmp-<id>-<random>`, renamed to <id>.json once written and synced):
+// one still there after an hour belongs to a writer that died, whose caller got no id.
+const TEMP = /^\.tmp-[A-Za-z0-9_-]{8,64}-[0-9a-f]+$/
+const STALE_TEMP_MS = 60 * 60 * 1000
 const MAX_BYTES = 64 * 1024
 const LATER = new Set(['QUEUE_FULL', 'SHUTTING_DOWN', 'STORE_UNAVAILABLE'])
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }) // as POST /v1/jobs (submit.js)
@@ -92,6 +96,15 @@ export function createSpool ({ config, scheduler, logger, metrics }) {
       if (!m) continue
       if (await ingestFile(name, m[1]) === false) break
     }
+    for (const name of names) if (TEMP.test(name)) await removeIfStale(name)
+  }
+
+  async function removeIfStale (name) {
+    const file = path.join(dir, name)
+    const st = await fs.lstat(file).catch(() => null)
+    if (!st?.isFile() || Date.now() - st.mtimeMs < STALE_TEMP_MS) return
+    await fs.unlink(file).catch(() => {})
+    logger.info({ file: name }, 'removed a spool temp file left by a writer that died')
   }
 
   // One scan at a time; a request during a scan runs one more after it.

@@ -56,3 +56,18 @@ describe('spool rejections stay in the spool', () => {
     expect(await exists(path.join(outside, 'not-there'))).toBe(false)
   })
 })
+
+describe('spool housekeeping', () => {
+  // A PHP worker killed while writing its spool file leaves `.tmp-<id>-<random>` (its caller got no
+  // id, so no job is lost); the daemon removes such files once they are an hour old.
+  it('removes temp files of writers that died an hour ago, and no others', async () => {
+    const stale = path.join(spool, '.tmp-stale-job-0001-a1b2c3d4e5f6')
+    const fresh = path.join(spool, '.tmp-fresh-job-0001-a1b2c3d4e5f6')
+    const other = path.join(spool, '.tmp-not-ours')
+    for (const f of [stale, fresh, other]) await fs.writeFile(f, '{"id":')
+    const twoHoursAgo = new Date(Date.now() - 2 * 3600 * 1000)
+    for (const f of [stale, other]) await fs.utimes(f, twoHoursAgo, twoHoursAgo)
+    await sc.spool.trigger()
+    expect([await exists(stale), await exists(fresh), await exists(other)]).toEqual([false, true, true])
+  })
+})

@@ -63,7 +63,22 @@ if (args['check-config']) {
   process.exit(0)
 }
 
-let sidecar
+let sidecar = null
+let stopRequested = false
+function stop () {
+  sidecar.stop().then(() => process.exit(0), (err) => {
+    sidecar.logger.fatal({ err }, 'shutdown failed')
+    process.exit(1)
+  })
+}
+// Handled from the start: recovered jobs run while the start goes on (spool scan, listeners), and
+// a signal then must not cut them as a crash would; the stop follows once the start is done.
+for (const signal of ['SIGTERM', 'SIGINT']) {
+  process.once(signal, () => {
+    if (sidecar) stop()
+    else stopRequested = true
+  })
+}
 try {
   sidecar = await startSidecar(config)
 } catch (err) {
@@ -71,11 +86,4 @@ try {
   console.error(`transfer-sidecar: cannot start: ${err.message}`)
   process.exit(1)
 }
-for (const signal of ['SIGTERM', 'SIGINT']) {
-  process.once(signal, () => {
-    sidecar.stop().then(() => process.exit(0), (err) => {
-      sidecar.logger.fatal({ err }, 'shutdown failed')
-      process.exit(1)
-    })
-  })
-}
+if (stopRequested) stop()

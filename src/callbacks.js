@@ -3,18 +3,22 @@
 // of the job record, so a restart resumes pending deliveries.
 import crypto from 'node:crypto'
 import { createHttpClient, drain } from './backends/http-util.js'
+import { callbackAllowed } from './jobs.js'
 
 export function signature (secret, timestamp, body) {
   return 'sha256=' + crypto.createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')
 }
 
 export function createCallbackSender ({ config, logger, metrics, save, view, clock = Date.now, random = Math.random }) {
-  const { secret, attempts, baseDelayMs, maxDelayMs, timeoutMs } = config.callbacks
+  const { secret, attempts, baseDelayMs, maxDelayMs, timeoutMs, allow } = config.callbacks
   const timers = new Set()
   const client = createHttpClient({ connectMs: timeoutMs, idleMs: timeoutMs, maxSockets: 8 })
   let stopped = false
 
   async function post (job) {
+    // Checked at every delivery: a callback journaled before the configuration stopped allowing
+    // it (a prefix removed, or callbacks turned off) must not be POSTed after a restart.
+    if (!callbackAllowed(job.callback, allow)) throw Object.assign(new Error('the callback is no longer under a prefix of callbacks.allow'), { final: true })
     const body = JSON.stringify(view(job))
     const timestamp = String(Math.floor(clock() / 1000))
     const headers = {
@@ -37,7 +41,10 @@ export function createCallbackSender ({ config, logger, metrics, save, view, clo
       job.callbackState = 'delivered'
       metrics.callback('delivered')
     } catch (err) {
-      if (n < attempts && !stopped) {
+      // Cut by stop() (its client closed under it): the record on disk still says pending, and the
+      // next start delivers it again; giving up here would lose it for good.
+      if (stopped) return
+      if (n < attempts && !err.final) {
         const exp = Math.min(maxDelayMs, baseDelayMs * 2 ** (n - 1))
         const timer = setTimeout(() => {
           timers.delete(timer)

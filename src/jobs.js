@@ -53,10 +53,15 @@ function checkCallback (callback, allow) {
     throw new InvalidRequestError('callback must be an absolute URL')
   }
   if (url.username || url.password || url.hash) throw new CallbackNotAllowedError('callback must not carry credentials or a fragment')
-  if (!allow.some((prefix) => url.href.startsWith(prefix))) {
+  if (!callbackAllowed(url.href, allow)) {
     throw new CallbackNotAllowedError('callback is not under a prefix listed in callbacks.allow')
   }
   return url.href
+}
+
+// `href` is a normalised URL (checkCallback's result, as journaled).
+export function callbackAllowed (href, allow) {
+  return allow.some((prefix) => href.startsWith(prefix))
 }
 
 export function newJobId () {

@@ -65,7 +65,11 @@ export class Scheduler {
         job.state = 'failed'
         job.error = { code: 'UNKNOWN_TARGET', message: `target ${job.target} is no longer configured` }
         job.finishedAt = this.now()
+        job.nextAttemptAt = null
+        // Ended like any job: its callback is sent (index.js delivers pendingCallbacks()).
+        if (job.callback) job.callbackState = 'pending'
         await this.store.put(job)
+        this.metrics.jobFinished(job)
       }
       this.jobs.set(job.id, job)
       if (FINAL_STATES.has(job.state)) continue
@@ -88,7 +92,10 @@ export class Scheduler {
       else this.#enqueue(job)
     }
     for (const job of interrupted) {
-      await this.#finish(job, 'failed', new InterruptedError(`the daemon stopped (a crash or kill) during each of the job's ${job.attempts} attempts`))
+      const err = new InterruptedError(`the daemon stopped (a crash or kill) during each of the job's ${job.attempts} attempts`)
+      // A job failed for good, counted like those that fail in #attempt (its last attempt's time is unknown).
+      this.metrics.transferDone(job, this.config.targets[job.target].type, 'failed', 0, err.code)
+      await this.#finish(job, 'failed', err)
     }
     const ended = records.filter((j) => FINAL_STATES.has(j.state)).sort((a, b) => a.finishedAt.localeCompare(b.finishedAt))
     for (const job of ended) this.finished.add(job.id)

@@ -1,0 +1,79 @@
+// SIGTERM while the daemon is still starting (recovered jobs already running, the spool's first scan
+// under way, nothing listening yet) is a graceful stop like any other: running jobs are left
+// queued, not cut as by a crash (which would count the attempt and, on the last one, fail the job
+// INTERRUPTED at the next start).
+import { describe, it, expect } from 'vitest'
+import { spawn } from 'node:child_process'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { tempDir } from './helpers/sidecar.js'
+
+const BIN = new URL('../bin/transfer-sidecar.js', import.meta.url).pathname
+
+function run (cfg) {
+  const child = spawn(process.execPath, [BIN], { env: { ...process.env, SIDECAR_CONFIG: cfg }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  child.stdout.on('data', (d) => { out += d })
+  child.stderr.on('data', (d) => { out += d })
+  return { child, out: () => out, exited: new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal }))) }
+}
+
+async function until (fn, ms = 60000) {
+  const end = Date.now() + ms
+  while (!fn()) {
+    if (Date.now() > end) throw new Error(`timed out: ${fn}`)
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}
+
+describe('signals', () => {
+  it('SIGTERM during the start stops gracefully once started: the running job stays queued, not INTERRUPTED', async () => {
+    const dir = await tempDir('signals-')
+    const [root, store, state] = ['root', 'store', 'state'].map((d) => path.join(dir, d))
+    const spool = path.join(state, 'spool')
+    for (const d of [root, store, path.join(state, 'jobs'), spool]) await fs.mkdir(d, { recursive: true })
+    await fs.writeFile(path.join(root, 'big.bin'), Buffer.alloc(64 << 20, 1))
+    const now = new Date().toISOString()
+    const job = {
+      ...{ id: 'startup-job-1', direction: 'upload', target: 'l', local: path.join(root, 'big.bin'), remote: '/big.bin', overwrite: false, expectedSha256: null },
+      ...{ callback: null, callbackState: null, state: 'queued', attempts: 0, bytes: 0, size: null, sha256: null, rate: null, error: null },
+      ...{ createdAt: now, updatedAt: now, startedAt: null, finishedAt: null, nextAttemptAt: null }
+    }
+    await fs.writeFile(path.join(state, 'jobs', 'jobs.journal'), JSON.stringify({ op: 'put', job }) + '\n')
+    // A spool backlog keeps the start busy (its first scan is part of it) after the job has started.
+    for (let i = 0; i < 2000; i++) {
+      const id = `spooled-${String(i).padStart(6, '0')}`
+      await fs.writeFile(path.join(spool, `${id}.json`), JSON.stringify({ id, direction: 'download', target: 'l', local: path.join(root, `d${i}.txt`), remote: '/absent' }))
+    }
+    const cfg = path.join(dir, 'cfg.json')
+    await fs.writeFile(cfg, JSON.stringify({
+      listen: ['127.0.0.1:0'],
+      stateDir: state,
+      roots: [root],
+      retry: { attempts: 1 },
+      shutdownGraceMs: 0,
+      logLevel: 'info',
+      targets: { l: { type: 'file', dir: store, concurrency: 1 } }
+    }))
+
+    const first = run(cfg)
+    await until(() => /"job":"startup-job-1","state":"running"/.test(first.out()))
+    expect(first.out()).not.toContain('transfer-sidecar listening') // still starting
+    first.child.kill('SIGTERM')
+    expect(await first.exited).toEqual({ code: 0, signal: null })
+    expect(first.out()).toContain('"msg":"stopped"')
+
+    // Its attempt was not cut as by a crash: it ran to its end, or was left queued and runs now.
+    const second = run(cfg)
+    const both = () => first.out() + second.out()
+    try {
+      await until(() => /"job":"startup-job-1","state":"(failed|succeeded)"/.test(both()))
+      expect(both()).toMatch(/"job":"startup-job-1","state":"succeeded"/)
+      expect(both()).not.toContain('INTERRUPTED')
+    } finally {
+      await until(() => second.out().includes('transfer-sidecar listening'))
+      second.child.kill('SIGTERM')
+      await second.exited
+    }
+  })
+})

@@ -14,6 +14,8 @@ import { GiB } from './stats.js'
 
 // Targets whose name ends in -wide allow this many transfers at once (the concurrency section).
 export const WIDE = '-wide'
+// The warm-up jobs' file: large enough for the hashing thread (src/digest.js, 8 MiB and up).
+const WARM_UP_BYTES = 16 << 20
 
 export async function ensureFreeSpace (dir, needBytes) {
   const st = await fs.statfs(dir)
@@ -33,6 +35,28 @@ export async function setupEnv (opts, progress) {
   onCleanup(() => fs.rm(workDir, { recursive: true, force: true }))
   const filesDir = path.join(workDir, 'files')
   await fs.mkdir(filesDir)
+
+  // The first job of a fresh daemon is several times slower than the next ones (the hashing
+  // thread's start, JIT, the first connections and journal writes: +60–180 ms at 10–128 MiB here), and
+  // a daemon in production is not fresh. So each daemon gets an untimed upload and download first.
+  async function warmUp (d) {
+    const target = Object.values(targets)[0]
+    if (!target) return
+    const local = path.join(filesDir, 'warm-up.bin')
+    const back = path.join(filesDir, 'warm-up-back.bin')
+    await createTestFile(local, WARM_UP_BYTES)
+    try {
+      for (const job of [{ direction: 'upload', local, remote: '/warm-up.bin' }, { direction: 'download', local: back, remote: '/warm-up.bin' }]) {
+        const { id } = await d.submit({ ...job, target: target.sidecarName, overwrite: true })
+        const end = await d.waitEnd(id)
+        if (end.state !== 'succeeded') throw new Error(`warm-up ${job.direction}: job ${id} ${end.state} ${JSON.stringify(end.error)}`)
+      }
+    } finally {
+      await fs.rm(local, { force: true })
+      await fs.rm(back, { force: true })
+      await target.remove('warm-up.bin').catch(() => {})
+    }
+  }
 
   const needed = new Set()
   if (opts.sections.includes('throughput')) opts.targets.forEach((t) => needed.add(t))
@@ -63,7 +87,7 @@ export async function setupEnv (opts, progress) {
     targets,
     get daemon () { return daemon },
 
-    // Stops the previous daemon and starts a new one with an empty state directory.
+    // Stops the previous daemon and starts a new one with an empty state directory, warmed up.
     async startDaemon (section, { quiet = false } = {}) {
       if (daemon) await daemon.stop()
       if (opts.cpuProfDir) await fs.mkdir(opts.cpuProfDir, { recursive: true })
@@ -80,6 +104,7 @@ export async function setupEnv (opts, progress) {
       onExitKill(() => d.killNow())
       daemon = d
       d.idleRssMiB = statusKiB(d.pid, 'VmRSS') / 1024
+      await warmUp(d)
       if (!quiet) progress.log(`daemon for ${section}: pid ${d.pid}, ${d.socketPath}, idle RSS ${d.idleRssMiB.toFixed(1)} MiB`)
       return d
     },

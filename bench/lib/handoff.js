@@ -132,6 +132,7 @@ export async function runHandoff (env, opts, progress) {
       p99Us: r.p99Us,
       meanUs: r.meanUs,
       callsPerSecond: paced(variant) ? null : r.callsPerSecond, // paced: set by the pause
+      handedOffPerSecond: paced(variant) ? null : r.handedOffPerSecond, // calls that did not throw
       errors: r.errors,
       firstErrors: r.firstErrors,
       lost,
@@ -139,14 +140,14 @@ export async function runHandoff (env, opts, progress) {
       failures,
       phpCpuUsPerCall: perCallUs(r.cpuS + r.childrenCpuS),
       daemonBurstCpuUsPerCall: perCallUs(daemonBurstCpuS),
-      // Everything one upload cost this machine's client side, transfer included: PHP's share (and
-      // the shells' it waited for) per call, plus the daemon's (until its queue was empty) or the
-      // background curls' per upload that was actually handed off.
-      totalCpuUsPerUpload: perCallUs(r.cpuS + r.childrenCpuS) + (daemonCpuS + backgroundCpuS) * 1e6 / handedOff,
+      // Everything one upload cost this machine's client side, transfer included: PHP's (and the
+      // shells' it waited for, failed calls included), the daemon's (until its queue was empty) or
+      // the background curls', per upload that was actually handed off.
+      totalCpuUsPerUpload: (r.cpuS + r.childrenCpuS + daemonCpuS + backgroundCpuS) * 1e6 / handedOff,
       drainSeconds
     }
     records.push(record)
-    progress.step(`${variant.padEnd(16)} median ${r.medianUs.toFixed(1)} µs  p99 ${r.p99Us.toFixed(0)} µs  ${paced(variant) ? `one call every ${PACE_US / 1000} ms` : `${r.callsPerSecond.toFixed(0)} calls/s`}  ` +
+    progress.step(`${variant.padEnd(16)} median ${r.medianUs?.toFixed(1) ?? '—'} µs  p99 ${r.p99Us?.toFixed(0) ?? '—'} µs  ${paced(variant) ? `one call every ${PACE_US / 1000} ms` : `${r.handedOffPerSecond.toFixed(0)} hand-offs/s`}  ` +
       `errors ${r.errors}  lost ${lost}  failed ${failed}  cpu/call PHP ${record.phpCpuUsPerCall.toFixed(0)} µs, all ${record.totalCpuUsPerUpload.toFixed(0)} µs` +
       (sidecar ? `  (queue drained ${drainSeconds.toFixed(1)} s after the burst)` : ''))
   }

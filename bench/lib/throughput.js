@@ -185,7 +185,8 @@ export function summarizeThroughput (records) {
   return summarizeBy(records, 'sizeMiB', (mine, curl, competitor) => ({
     mibps: spread(mine.map((r) => r.mibps)),
     vsCurl: competitor === 'curl' ? 1 : pairedRatio(mine, curl, 'mibps'),
-    vsCurlFsync: mine[0].direction === 'download' && competitor !== 'curl' ? pairedRatio(mine, curl, 'mibps', 'mibpsWithFsync') : null
+    // Only the sidecar fsyncs its download: php-curl's times, like curl's, do not include one.
+    vsCurlFsync: mine[0].direction === 'download' && competitor === 'sidecar' ? pairedRatio(mine, curl, 'mibps', 'mibpsWithFsync') : null
   }))
 }
 
@@ -197,10 +198,11 @@ export function throughputTargets (summary) {
     for (const direction of distinct(sidecar, 'direction')) {
       const rows = sidecar.filter((r) => r.target === target && r.direction === direction)
       const below = rows.filter((r) => r.vsCurl !== null && r.vsCurl < 0.95)
+      const ratios = rows.map((r) => r.vsCurl).filter((x) => x !== null) // none when curl did not run
       out.push({
         goal: `${target} ${direction}: sidecar ≥ 0.95× curl CLI at every size`,
-        met: below.length === 0 && rows.some((r) => r.vsCurl !== null),
-        detail: below.length ? `below at ${below.map((r) => `${r.sizeMiB} MiB (${r.vsCurl.toFixed(2)})`).join(', ')}` : `lowest ${Math.min(...rows.map((r) => r.vsCurl)).toFixed(2)}`
+        met: ratios.length ? below.length === 0 : null,
+        detail: below.length ? `below at ${below.map((r) => `${r.sizeMiB} MiB (${r.vsCurl.toFixed(2)})`).join(', ')}` : ratios.length ? `lowest ${Math.min(...ratios).toFixed(2)}` : 'curl did not run'
       })
       const medians = rows.map((r) => r.mibps.median)
       const ref = median(medians)

@@ -44,7 +44,9 @@ function percentilesUs(array $seconds): array
     sort($seconds);
     $n = count($seconds);
     $at = static fn (float $p): float => $n === 0 ? 0.0 : $seconds[min($n - 1, (int) floor($p * $n))] * 1e6;
-    return ['medianUs' => $at(0.5), 'p90Us' => $at(0.9), 'p99Us' => $at(0.99), 'meanUs' => $n === 0 ? 0.0 : array_sum($seconds) / $n * 1e6];
+    $mid = intdiv($n, 2);
+    $median = $n === 0 ? 0.0 : ($n % 2 === 1 ? $seconds[$mid] : ($seconds[$mid - 1] + $seconds[$mid]) / 2) * 1e6;
+    return ['medianUs' => $median, 'p90Us' => $at(0.9), 'p99Us' => $at(0.99), 'meanUs' => $n === 0 ? 0.0 : array_sum($seconds) / $n * 1e6];
 }
 
 /** Prints the result with this process's peak RSS (VmHWM) and PHP's own peak allocation. */

@@ -58,10 +58,10 @@ foreach ($variants as [$transport, $mode, $options]) {
         $remote = sprintf('/handoff-bench/%s/%s-%s/%d.txt', $run, $transport, $mode, $i);
         try {
             $ids[] = $mode === 'acked' ? $client->upload($target, $file, $remote) : $client->send('upload', $target, $file, $remote);
+            $times[] = $client->lastHandoffSeconds(); // a call that threw handed nothing off
         } catch (SidecarException $e) {
             $errors++;
         }
-        $times[] = $client->lastHandoffSeconds();
     }
     $wall = (hrtime(true) - $started) / 1e9;
     // Lost: an id the client returned (so the caller thinks it was handed over) that the daemon never got.
@@ -75,7 +75,7 @@ foreach ($variants as [$transport, $mode, $options]) {
         }
     }
     sort($times);
-    $pct = static fn (float $p): float => $times[min(count($times) - 1, (int) floor($p * count($times)))] * 1e6;
+    $pct = static fn (float $p): float => $times === [] ? NAN : $times[min(count($times) - 1, (int) floor($p * count($times)))] * 1e6;
     printf("%-5s %-6s %6d %9.1f %9.1f %9.1f %8d %8d   (%.0f calls/s)\n", $transport, $mode, $count, $pct(0.5), $pct(0.9), $pct(0.99), $errors, $lost, $count / $wall);
 }
 unlink($file);

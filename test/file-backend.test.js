@@ -84,7 +84,8 @@ describe('resubmission of a job whose local file has gone since', () => {
     expect({ status: again.status, json: again.json }).toEqual({ status: 200, json: { id: body.id, state: 'succeeded' } })
 
     const spooled = path.join(sc.spool.dir, `${body.id}.json`)
-    await fs.writeFile(spooled, JSON.stringify(body))
+    await fs.writeFile(`${spooled}.tmp`, JSON.stringify(body)) // written, then renamed, as PHP does
+    await fs.rename(`${spooled}.tmp`, spooled)
     await sc.spool.trigger()
     await expect(fs.access(spooled)).rejects.toThrow()
     await expect(fs.readdir(path.join(sc.spool.dir, 'rejected'))).rejects.toThrow() // nothing rejected

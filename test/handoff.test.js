@@ -65,6 +65,13 @@ afterAll(async () => {
 })
 
 const spoolFile = (id) => path.join(sc.config.spool.dir, `${id}.json`)
+// As the PHP client writes it: a temp name, then a rename. A plain writeFile can be seen by the
+// daemon's scan while still empty, and rejected as INVALID_JSON.
+async function spoolWrite (file, data) {
+  const tmp = path.join(path.dirname(file), `.tmp-test-${path.basename(file)}`)
+  await fs.writeFile(tmp, data)
+  await fs.rename(tmp, file)
+}
 
 describe('spool', () => {
   it('ingests files spooled before the start', async () => {
@@ -74,7 +81,7 @@ describe('spool', () => {
 
   it('ingests a file spooled while running and removes it', async () => {
     await fs.writeFile(path.join(root, 'late.txt'), 'late')
-    await fs.writeFile(spoolFile('late-job-0001'), JSON.stringify({ id: 'late-job-0001', direction: 'upload', target: 'local', local: path.join(root, 'late.txt'), remote: '/late.txt' }))
+    await spoolWrite(spoolFile('late-job-0001'), JSON.stringify({ id: 'late-job-0001', direction: 'upload', target: 'local', local: path.join(root, 'late.txt'), remote: '/late.txt' }))
     const job = await waitFor(async () => (await api.job('late-job-0001')).json?.state === 'succeeded')
     expect(job).toBe(true)
     await waitFor(async () => !(await fs.readdir(sc.config.spool.dir)).includes('late-job-0001.json'))
@@ -84,7 +91,7 @@ describe('spool', () => {
     await fs.writeFile(path.join(root, 'both.txt'), 'both')
     const body = { id: 'both-job-0001', direction: 'upload', target: 'local', local: path.join(root, 'both.txt'), remote: '/both.txt' }
     expect((await api.submit(body)).status).toBe(202)
-    await fs.writeFile(spoolFile('both-job-0001'), JSON.stringify(body))
+    await spoolWrite(spoolFile('both-job-0001'), JSON.stringify(body))
     await waitFor(async () => !(await fs.readdir(sc.config.spool.dir)).includes('both-job-0001.json'))
     const job = (await api.job('both-job-0001', 10)).json
     expect(job).toMatchObject({ state: 'succeeded', attempts: 1 })
@@ -93,7 +100,7 @@ describe('spool', () => {
   })
 
   it('moves an invalid spool file to rejected/ with the reason', async () => {
-    await fs.writeFile(spoolFile('bad-job-00001'), JSON.stringify({ id: 'bad-job-00001', direction: 'upload', target: 'local', local: '/etc/passwd', remote: '/x' }))
+    await spoolWrite(spoolFile('bad-job-00001'), JSON.stringify({ id: 'bad-job-00001', direction: 'upload', target: 'local', local: '/etc/passwd', remote: '/x' }))
     const rejected = path.join(sc.config.spool.dir, 'rejected')
     await waitFor(async () => (await fs.readdir(rejected).catch(() => [])).includes('bad-job-00001.json.error.json'))
     const reason = JSON.parse(await fs.readFile(path.join(rejected, 'bad-job-00001.json.error.json'), 'utf8'))
@@ -119,7 +126,7 @@ describe('spool', () => {
       expect(text).not.toContain('TOPSECRET')
     }
     await fs.writeFile(path.join(root, 'after.txt'), 'after')
-    await fs.writeFile(spoolFile('after-job-0001'), JSON.stringify({ id: 'after-job-0001', direction: 'upload', target: 'local', local: path.join(root, 'after.txt'), remote: '/after.txt' }))
+    await spoolWrite(spoolFile('after-job-0001'), JSON.stringify({ id: 'after-job-0001', direction: 'upload', target: 'local', local: path.join(root, 'after.txt'), remote: '/after.txt' }))
     expect((await api.job('after-job-0001', 0)).status).toBe(404)
     await waitFor(async () => (await api.job('after-job-0001')).status === 200)
   })
@@ -127,7 +134,7 @@ describe('spool', () => {
   it('rejects a file that is not UTF-8', async () => {
     await fs.writeFile(path.join(root, 'utf.txt'), 'u')
     const job = JSON.stringify({ id: 'utf8-job-0001', direction: 'upload', target: 'local', local: path.join(root, 'utf.txt'), remote: '/utf-X.txt' })
-    await fs.writeFile(spoolFile('utf8-job-0001'), Buffer.from(job).map((b) => b === 0x58 ? 0xff : b)) // the X
+    await spoolWrite(spoolFile('utf8-job-0001'), Buffer.from(job).map((b) => b === 0x58 ? 0xff : b)) // the X
     const file = path.join(sc.config.spool.dir, 'rejected', 'utf8-job-0001.json.error.json')
     await waitFor(async () => fs.access(file).then(() => true, () => false))
     expect(JSON.parse(await fs.readFile(file, 'utf8')).error).toEqual({ code: 'INVALID_JSON', message: 'the file is not valid UTF-8' })
@@ -135,7 +142,7 @@ describe('spool', () => {
   })
 
   it('rejects invalid JSON without quoting the content', async () => {
-    await fs.writeFile(spoolFile('json-job-0001'), 'TOPSECRET-not-json')
+    await spoolWrite(spoolFile('json-job-0001'), 'TOPSECRET-not-json')
     const file = path.join(sc.config.spool.dir, 'rejected', 'json-job-0001.json.error.json')
     await waitFor(async () => fs.access(file).then(() => true, () => false))
     const text = await fs.readFile(file, 'utf8')

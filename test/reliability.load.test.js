@@ -172,8 +172,12 @@ describe('load', () => {
       ['burst, kill -9', 'restart on the same journal', '1', `ready in ${again.d.readyMs} ms; ${lines.length} journal lines, all ${BURST} ids succeeded`]
     )
     // 100,000 finished jobs are kept for retentionSeconds, each as the job object plus its
-    // serialised line in the journal's map (~2 KiB together measured), on ~70 MiB for the daemon.
-    expect(peak.hwm).toBeLessThan(70 * MiB + BURST * 4 * 1024)
+    // serialised line in the journal's map (~2 KiB together measured), on ~70 MiB for the daemon:
+    // what a restart holds (268–274 MiB measured). The peak during the burst adds the garbage the
+    // collector has not freed yet, which varies from run to run (314–474 MiB on one code), so it
+    // gets a wider bound; a leak of a few KiB per job still breaks both.
+    expect(restarted.rss).toBeLessThan(70 * MiB + BURST * 3 * 1024)
+    expect(peak.hwm).toBeLessThan(70 * MiB + BURST * 6 * 1024)
     await again.d.kill('SIGKILL')
   }, LONG ? 3600000 : 900000)
 

@@ -53,6 +53,9 @@ function checkCallback (callback, allow) {
     throw new InvalidRequestError('callback must be an absolute URL')
   }
   if (url.username || url.password || url.hash) throw new CallbackNotAllowedError('callback must not carry credentials or a fragment')
+  // An encoded slash or backslash ("/hooks/..%2fadmin") is one segment here, but a receiver that
+  // decodes it before resolving ".." would leave the prefix.
+  if (/%(2f|5c)/i.test(url.pathname)) throw new CallbackNotAllowedError('callback path must not contain an encoded slash or backslash')
   if (!callbackAllowed(url.href, allow)) {
     throw new CallbackNotAllowedError('callback is not under a prefix listed in callbacks.allow')
   }

@@ -51,3 +51,19 @@ describe('callbacks.allow after a restart', () => {
     }
   })
 })
+
+describe('callbacks.allow at submission', () => {
+  it.each(['/hooks/..%2fadmin', '/hooks/..%2Fadmin/x', '/hooks/..%5cadmin', '/hooks/a%2f..%2f..%2fadmin'])('refuses %s (an encoded slash a receiver may decode)', async (p) => {
+    const root = await tempDir('cba-root-')
+    const sc = await startTestSidecar({ roots: [root], targets: { local: { type: 'file', dir: await tempDir('cba-store-') } }, extra: { callbacks: { allow: [`${hookUrl}/hooks/`] } } })
+    try {
+      await fs.writeFile(path.join(root, 'a.txt'), 'a')
+      const res = await sc.api.submit({ direction: 'upload', target: 'local', local: path.join(root, 'a.txt'), remote: '/a.txt', callback: `${hookUrl}${p}` })
+      expect({ status: res.status, code: res.json.error?.code }).toEqual({ status: 400, code: 'CALLBACK_NOT_ALLOWED' })
+      const ok = await sc.api.submit({ direction: 'upload', target: 'local', local: path.join(root, 'a.txt'), remote: '/b.txt', callback: `${hookUrl}/hooks/done%20ok` })
+      expect(ok.status).toBe(202)
+    } finally {
+      await sc.stop({ graceMs: 0 })
+    }
+  })
+})

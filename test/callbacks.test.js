@@ -1,6 +1,7 @@
-// Completion callbacks across a stop of the daemon, with a `file` target only (no remote server):
-// a delivery the stop cuts is still pending on disk, to be resumed after the restart.
-import { describe, it, expect, beforeAll, afterAll } from 'vitest'
+// Completion callbacks with a `file` target only (no remote server), against one receiver:
+// a delivery a stop cuts stays pending for the next start; a job failed at recovery gets its
+// callback; callbacks.allow is the rule at every delivery, not only at submission.
+import { describe, it, expect, beforeAll, beforeEach, afterAll } from 'vitest'
 import http from 'node:http'
 import fs from 'node:fs/promises'
 import path from 'node:path'
@@ -8,25 +9,51 @@ import { startTestSidecar, tempDir, waitFor } from './helpers/sidecar.js'
 import { openJobStore } from '../src/store.js'
 
 let hooks, hookUrl
-const held = [] // requests the receiver has not answered
+const received = [] // { url, body } of every POST answered
+const held = [] // answers to /hooks/hold not given while `holding`
 let holding = true
-const received = []
 
 beforeAll(async () => {
   hooks = http.createServer((req, res) => {
-    req.resume()
-    received.push(req.headers['x-sidecar-job'])
-    if (req.url === '/hooks/hold' && holding) held.push(res)
-    else res.end('ok')
+    let body = ''
+    req.on('data', (d) => { body += d })
+    req.on('end', () => {
+      if (req.url === '/hooks/hold' && holding) return held.push(res)
+      received.push({ url: req.url, body: JSON.parse(body) })
+      res.end('ok')
+    })
   })
   await new Promise((resolve) => hooks.listen(0, '127.0.0.1', resolve))
   hookUrl = `http://127.0.0.1:${hooks.address().port}`
 })
+beforeEach(() => { received.length = 0 })
 afterAll(async () => {
   for (const res of held) res.destroy()
   hooks.closeAllConnections()
   await new Promise((resolve) => hooks.close(resolve))
 })
+
+const start = ({ stateDir, root, allow = [`${hookUrl}/hooks/`] }) => startTestSidecar({
+  stateDir,
+  roots: [root],
+  targets: { local: { type: 'file', dir: path.join(stateDir, 'store') } },
+  extra: { callbacks: { allow, attempts: 3, baseDelayMs: 20, maxDelayMs: 50 } }
+})
+
+// A state dir whose journal holds `job` (the fields a record has, `over` on top), as a start finds it.
+async function seeded (over) {
+  const stateDir = await tempDir('cb-state-')
+  await fs.mkdir(path.join(stateDir, 'jobs'))
+  const now = new Date().toISOString()
+  const job = {
+    ...{ direction: 'upload', target: 'local', remote: '/a.txt', overwrite: false, expectedSha256: null, callbackState: null },
+    ...{ attempts: 0, bytes: 0, size: null, sha256: null, rate: null, error: null },
+    ...{ createdAt: now, updatedAt: now, startedAt: null, finishedAt: null, nextAttemptAt: null },
+    ...over
+  }
+  await fs.writeFile(path.join(stateDir, 'jobs', 'jobs.journal'), JSON.stringify({ op: 'put', job }) + '\n')
+  return stateDir
+}
 
 async function journaled (stateDir, id) {
   const store = await openJobStore({ dir: path.join(stateDir, 'jobs') })
@@ -40,30 +67,76 @@ async function journaled (stateDir, id) {
 describe('callbacks across a stop', () => {
   it('a delivery in flight when the daemon stops stays pending, is not given up, and is resumed by the next start', async () => {
     const root = await tempDir('cb-root-')
-    const store = await tempDir('cb-store-')
     const stateDir = await tempDir('cb-state-')
-    const start = () => startTestSidecar({
-      stateDir,
-      roots: [root],
-      targets: { local: { type: 'file', dir: store } },
-      extra: { callbacks: { allow: [`${hookUrl}/hooks/`], attempts: 3, baseDelayMs: 20, maxDelayMs: 50 } }
-    })
-    let sc = await start()
+    let sc = await start({ stateDir, root })
     await fs.writeFile(path.join(root, 'a.txt'), 'a')
     const { json } = await sc.api.submit({ direction: 'upload', target: 'local', local: path.join(root, 'a.txt'), remote: '/a.txt', callback: `${hookUrl}/hooks/hold` })
     await waitFor(() => held.length === 1) // the delivery is in flight
     await sc.stop({ graceMs: 0 })
     expect(sc.logs.records().filter((r) => r.msg === 'callback failed, giving up')).toEqual([])
     expect(await sc.metrics.registry.getSingleMetricAsString('sidecar_callbacks_total')).toMatch(/outcome="failed"\} 0$/m)
-    const job = await journaled(stateDir, json.id)
-    expect(job).toMatchObject({ state: 'succeeded', callbackState: 'pending' })
+    expect(await journaled(stateDir, json.id)).toMatchObject({ state: 'succeeded', callbackState: 'pending' })
 
     // The next start delivers it (the receiver now answers).
     holding = false
     held.splice(0).forEach((res) => res.destroy())
-    sc = await start()
+    sc = await start({ stateDir, root })
     try {
       await waitFor(async () => (await sc.api.job(json.id)).json.callbackState === 'delivered')
+    } finally {
+      await sc.stop({ graceMs: 0 })
+    }
+  })
+})
+
+describe('callbacks of jobs failed at recovery', () => {
+  it('a queued job of a removed target fails UNKNOWN_TARGET, and its callback is delivered', async () => {
+    const root = await tempDir('cb-root-')
+    const stateDir = await seeded({ id: 'gone-target-1', target: 'old', local: path.join(root, 'a.txt'), callback: `${hookUrl}/hooks/done`, state: 'queued' })
+    const sc = await start({ stateDir, root })
+    try {
+      expect((await sc.api.job('gone-target-1')).json).toMatchObject({ state: 'failed', error: { code: 'UNKNOWN_TARGET' } })
+      await waitFor(async () => (await sc.api.job('gone-target-1')).json.callbackState === 'delivered', { timeoutMs: 5000 })
+      expect(received.map((r) => r.body)).toEqual([expect.objectContaining({ id: 'gone-target-1', state: 'failed', error: expect.objectContaining({ code: 'UNKNOWN_TARGET' }) })])
+      expect(await sc.metrics.registry.getSingleMetricAsString('sidecar_jobs_finished_total')).toMatch(/state="failed"\} 1$/m)
+    } finally {
+      await sc.stop({ graceMs: 0 })
+    }
+  })
+})
+
+describe('callbacks.allow after a restart', () => {
+  it.each([
+    ['the prefix was removed', (url) => [`${url}/hooks/`]],
+    ['callbacks were turned off', () => []]
+  ])('a pending callback is not delivered when %s', async (label, allow) => {
+    const root = await tempDir('cb-root-')
+    const now = new Date().toISOString()
+    const stateDir = await seeded({
+      ...{ id: 'pending-cb-1', local: path.join(root, 'a.txt'), callback: `${hookUrl}/old/done`, callbackState: 'pending' },
+      ...{ state: 'succeeded', attempts: 1, bytes: 1, size: 1, rate: 1, startedAt: now, finishedAt: now }
+    })
+    const sc = await start({ stateDir, root, allow: allow(hookUrl) })
+    try {
+      await waitFor(async () => (await sc.api.job('pending-cb-1')).json.callbackState !== 'pending', { timeoutMs: 5000 })
+      expect((await sc.api.job('pending-cb-1')).json.callbackState).toBe('failed')
+      expect(received).toEqual([])
+    } finally {
+      await sc.stop({ graceMs: 0 })
+    }
+  })
+})
+
+describe('callbacks.allow at submission', () => {
+  it.each(['/hooks/..%2fadmin', '/hooks/..%2Fadmin/x', '/hooks/..%5cadmin', '/hooks/a%2f..%2f..%2fadmin'])('refuses %s (an encoded slash a receiver may decode)', async (p) => {
+    const root = await tempDir('cb-root-')
+    const sc = await start({ stateDir: await tempDir('cb-state-'), root })
+    try {
+      await fs.writeFile(path.join(root, 'a.txt'), 'a')
+      const res = await sc.api.submit({ direction: 'upload', target: 'local', local: path.join(root, 'a.txt'), remote: '/a.txt', callback: `${hookUrl}${p}` })
+      expect({ status: res.status, code: res.json.error?.code }).toEqual({ status: 400, code: 'CALLBACK_NOT_ALLOWED' })
+      const ok = await sc.api.submit({ direction: 'upload', target: 'local', local: path.join(root, 'a.txt'), remote: '/b.txt', callback: `${hookUrl}/hooks/done%20ok` })
+      expect(ok.status).toBe(202)
     } finally {
       await sc.stop({ graceMs: 0 })
     }

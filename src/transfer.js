@@ -12,7 +12,7 @@ import { createHash } from 'node:crypto'
 import { inDir, openDestDir, openedPath, openSource, openTemp, resolveDestination } from './paths.js'
 import { BufferPool, backgroundSync, fileSource, release } from './datapath.js'
 import { Digest } from './digest.js'
-import { uploadTempPath } from './backends/index.js'
+import { hiddenName, uploadTempPath } from './backends/index.js'
 import { linkNoReplace } from './publish-local.js'
 import {
   LocalExistsError, PathNotAllowedError, RemoteExistsError, SizeMismatchError, Sha256MismatchError, ChecksumMismatchError, SidecarError,
@@ -336,14 +336,8 @@ async function writeAll (handle, buffers, position) {
   }
 }
 
-// ".<name>.<job id>.part"; a name too long for that (NAME_MAX is 255 bytes) is cut, by whole
-// characters, so that a download to any valid name can have its temp file.
-function downloadTempName (dest, job) {
-  const suffix = `.${job.id}.part`
-  let name = dest.name
-  while (Buffer.byteLength(`.${name}${suffix}`) > 255) name = [...name].slice(0, -1).join('')
-  return `.${name}${suffix}`
-}
+// ".<name>.<job id>.part", cut to fit (hiddenName).
+const downloadTempName = (dest, job) => hiddenName(dest.name, `.${job.id}.part`)
 
 // The temp file of a download that ended without success (kept for a resume that will not come).
 // A server may still be finishing the request we cut (a datanode creating the file, httpd writing

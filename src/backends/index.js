@@ -25,18 +25,22 @@ export function createBackend (target, deps) {
   return FACTORIES[target.type](target, deps)
 }
 
-// Where an upload is written before it is published: beside the final name, hidden (leading dot,
-// so Hadoop input formats and directory listings skip it), and unique per job. A name too long for
-// that (HDFS and Linux file systems allow 255 bytes) is cut, by whole characters, so that an
-// upload to any valid name can have its temp file; the job id keeps it unique.
-export function uploadTempPath (remote, jobId, suffix = '._COPYING_') {
-  const tail = `.${jobId}${suffix}`
+// "." + `name` + `tail`, the name cut by whole characters so that the whole fits in the 255 bytes
+// HDFS and Linux file systems allow a name: the hidden temp name beside a file of any valid name
+// (`tail` holds the job id, which keeps it unique).
+export function hiddenName (name, tail) {
   let room = 255 - 1 - Buffer.byteLength(tail)
-  let name = ''
-  for (const ch of path.posix.basename(remote)) {
+  let cut = ''
+  for (const ch of name) {
     room -= Buffer.byteLength(ch)
     if (room < 0) break
-    name += ch
+    cut += ch
   }
-  return path.posix.join(path.posix.dirname(remote), `.${name}${tail}`)
+  return `.${cut}${tail}`
+}
+
+// Where an upload is written before it is published: beside the final name, hidden (leading dot,
+// so Hadoop input formats and directory listings skip it), and unique per job.
+export function uploadTempPath (remote, jobId, suffix = '._COPYING_') {
+  return path.posix.join(path.posix.dirname(remote), hiddenName(path.posix.basename(remote), `.${jobId}${suffix}`))
 }

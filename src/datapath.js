@@ -251,7 +251,26 @@ export function backgroundSync (datasync, { start = 0, every = 64 * 1024 * 1024 
 
 const fdatasync = (fd) => new Promise((resolve, reject) => fs.fdatasync(fd, (err) => err ? reject(err) : resolve()))
 
-// Writes chunk[offset..] at `position`, again for what a short write left (as transfer.js writeAll).
+// Writes every byte of `buffers` through a FileHandle at `position` (null: at the file's current
+// position, its end with O_APPEND), again for what a short write left: a write cut by a full disk
+// returns fewer bytes than asked, not an error, and the write of the rest then fails with it.
+export async function writeAll (handle, buffers, position = null) {
+  let rest = buffers.filter((b) => b.length)
+  while (rest.length) {
+    const { bytesWritten } = await handle.writev(rest, position)
+    if (bytesWritten <= 0) throw Object.assign(new Error('a file write made no progress'), { code: 'EIO' })
+    if (position !== null) position += bytesWritten
+    let skip = bytesWritten
+    while (rest.length && skip >= rest[0].length) {
+      skip -= rest[0].length
+      rest = rest.slice(1)
+    }
+    if (skip) rest = [rest[0].subarray(skip), ...rest.slice(1)]
+  }
+}
+
+// Writes chunk[offset..] at `position` on a raw descriptor, again for what a short write left (as
+// writeAll, with callbacks: fileSink's writes).
 function writeAt (fd, chunk, offset, position, done) {
   fs.write(fd, chunk, offset, chunk.length - offset, position, (err, n) => {
     if (err || offset + n >= chunk.length) return done(err)

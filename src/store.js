@@ -6,6 +6,7 @@ import fs from 'node:fs/promises'
 import { createReadStream, constants as C } from 'node:fs'
 import readline from 'node:readline'
 import path from 'node:path'
+import { writeAll } from './datapath.js'
 
 const JOURNAL = 'jobs.journal'
 const DEFER_MS = 200
@@ -122,7 +123,7 @@ class JobStore {
             this.#handle = await fs.open(this.file, C.O_WRONLY | C.O_APPEND | C.O_DSYNC, 0o640)
             this.#size = (await this.#handle.stat()).size
           }
-          await writeFully(this.#handle, data)
+          await writeAll(this.#handle, [data])
           if (this.#torn) this.#size = (await this.#handle.stat()).size
           else this.#size += data.length
           this.#torn = false
@@ -177,12 +178,12 @@ class JobStore {
       for (const line of this.records.values()) {
         chunk.push(`{"op":"put","job":${line}}\n`)
         if (chunk.length === 1000) {
-          await writeFully(out, Buffer.from(chunk.join('')))
+          await writeAll(out, [Buffer.from(chunk.join(''))])
           chunk = []
         }
       }
       // Every byte, or an error: a short write (full disk) must not become a shorter journal.
-      if (chunk.length) await writeFully(out, Buffer.from(chunk.join('')))
+      if (chunk.length) await writeAll(out, [Buffer.from(chunk.join(''))])
       await out.sync()
     } finally {
       await out.close()
@@ -207,18 +208,6 @@ class JobStore {
     await this.#flushing
     await this.#handle?.close()
     this.#handle = null
-  }
-}
-
-// FileHandle.write resolves with fewer bytes than asked when the disk fills up in the middle
-// (libuv reports the bytes written, not the error that stopped it): write the rest, which then
-// fails with that error.
-async function writeFully (handle, data) {
-  let done = 0
-  while (done < data.length) {
-    const { bytesWritten } = await handle.write(data, done, data.length - done)
-    if (bytesWritten <= 0) throw Object.assign(new Error('journal write made no progress'), { code: 'EIO' })
-    done += bytesWritten
   }
 }
 

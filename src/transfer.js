@@ -10,7 +10,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { createHash } from 'node:crypto'
 import { inDir, openDestDir, openedPath, openSource, openTemp, resolveDestination } from './paths.js'
-import { BufferPool, backgroundSync, fileSource, release } from './datapath.js'
+import { BufferPool, backgroundSync, fileSource, release, writeAll } from './datapath.js'
 import { Digest } from './digest.js'
 import { hiddenName, uploadTempPath } from './backends/index.js'
 import { linkNoReplace } from './publish-local.js'
@@ -319,20 +319,6 @@ class PartFile extends Writable {
 
   _final (callback) {
     Promise.resolve(this.sync.idle()).then(() => this.handle.datasync()).then(() => callback(), callback)
-  }
-}
-
-async function writeAll (handle, buffers, position) {
-  let rest = buffers
-  while (rest.length) {
-    const { bytesWritten } = await handle.writev(rest, position)
-    position += bytesWritten
-    let skip = bytesWritten
-    while (rest.length && skip >= rest[0].length) {
-      skip -= rest[0].length
-      rest = rest.slice(1)
-    }
-    if (skip) rest = [rest[0].subarray(skip), ...rest.slice(1)]
   }
 }
 

@@ -8,7 +8,7 @@ import {
 } from '../errors.js'
 import { syncDir } from '../store.js'
 import { linkNoReplace } from '../publish-local.js'
-import { inDir } from '../paths.js'
+import { inDir, openedPath } from '../paths.js'
 import { fileSource, fileSink } from '../datapath.js'
 
 const CHUNK = 1 << 20
@@ -53,7 +53,7 @@ export function createFileBackend (target) {
   // Throws unless the open `handle` (a file or directory) really lies in the store.
   async function inStore (handle, { self = false } = {}) {
     realRoot ??= realpathSync(root)
-    const real = await fs.readlink(`/proc/self/fd/${handle.fd}`)
+    const real = await openedPath(handle)
     if (!(real.startsWith(realRoot + path.sep) || (self && real === realRoot))) throw Object.assign(new Error('outside the store'), { code: 'EXDEV' })
   }
 
@@ -98,7 +98,7 @@ export function createFileBackend (target) {
         throw storeError(err, where(remote))
       }
       // open() takes a directory; reading it would fail later, as if the local side had.
-      const st = await checked(handle).catch((err) => { throw storeError(err, where(remote)) })
+      const st = await checked(handle).catch(rethrow(remote))
       if (pool) {
         const stream = fileSource(handle.fd, { pool, start: offset, end: length === undefined ? Infinity : offset + length })
         stream.once('close', () => handle.close())

@@ -53,18 +53,21 @@ function checkCallback (callback, allow) {
     throw new InvalidRequestError('callback must be an absolute URL')
   }
   if (url.username || url.password || url.hash) throw new CallbackNotAllowedError('callback must not carry credentials or a fragment')
-  // An encoded slash or backslash ("/hooks/..%2fadmin") is one segment here, but a receiver that
-  // decodes it before resolving ".." would leave the prefix.
-  if (/%(2f|5c)/i.test(url.pathname)) throw new CallbackNotAllowedError('callback path must not contain an encoded slash or backslash')
+  if (ENCODED_SLASH.test(url.pathname)) throw new CallbackNotAllowedError('callback path must not contain an encoded slash or backslash')
   if (!callbackAllowed(url.href, allow)) {
     throw new CallbackNotAllowedError('callback is not under a prefix listed in callbacks.allow')
   }
   return url.href
 }
 
-// `href` is a normalised URL (checkCallback's result, as journaled).
+// An encoded slash or backslash ("/hooks/..%2fadmin") is one segment here, but a receiver that
+// decodes it before resolving ".." would leave the prefix.
+const ENCODED_SLASH = /%(2f|5c)/i
+
+// The rule at submission and at every delivery (callbacks.js). `href` is a normalised URL
+// (checkCallback's result, as journaled).
 export function callbackAllowed (href, allow) {
-  return allow.some((prefix) => href.startsWith(prefix))
+  return !ENCODED_SLASH.test(new URL(href).pathname) && allow.some((prefix) => href.startsWith(prefix))
 }
 
 export function newJobId () {

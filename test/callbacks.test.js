@@ -107,13 +107,14 @@ describe('callbacks of jobs failed at recovery', () => {
 
 describe('callbacks.allow after a restart', () => {
   it.each([
-    ['the prefix was removed', (url) => [`${url}/hooks/`]],
-    ['callbacks were turned off', () => []]
-  ])('a pending callback is not delivered when %s', async (label, allow) => {
+    ['the prefix was removed', (url) => [`${url}/hooks/`], '/old/done'],
+    ['callbacks were turned off', () => [], '/old/done'],
+    ['its path holds an encoded slash (journaled before that was refused)', (url) => [`${url}/hooks/`], '/hooks/..%2fadmin']
+  ])('a pending callback is not delivered when %s', async (label, allow, where) => {
     const root = await tempDir('cb-root-')
     const now = new Date().toISOString()
     const stateDir = await seeded({
-      ...{ id: 'pending-cb-1', local: path.join(root, 'a.txt'), callback: `${hookUrl}/old/done`, callbackState: 'pending' },
+      ...{ id: 'pending-cb-1', local: path.join(root, 'a.txt'), callback: `${hookUrl}${where}`, callbackState: 'pending' },
       ...{ state: 'succeeded', attempts: 1, bytes: 1, size: 1, rate: 1, startedAt: now, finishedAt: now }
     })
     const sc = await start({ stateDir, root, allow: allow(hookUrl) })

@@ -71,8 +71,9 @@ function stop () {
     process.exit(1)
   })
 }
-// Handled from the start: recovered jobs run while the start goes on (spool scan, listeners), and
-// a signal then must not cut them as a crash would; the stop follows once the start is done.
+// Handled from the start: a signal during it (journal replay, spool scan, listeners) must not kill
+// the daemon in the middle of a journal write, as a crash would; the stop follows once the start is
+// done (recovered jobs are queued then, and left queued).
 for (const signal of ['SIGTERM', 'SIGINT']) {
   process.once(signal, () => {
     if (sidecar) stop()

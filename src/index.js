@@ -41,6 +41,8 @@ export async function startSidecar (config, { logger = createLogger({ level: con
     throw err
   }
   logger.info({ listen: servers.map((s) => s.address), targets: Object.keys(config.targets) }, 'transfer-sidecar listening')
+  // Jobs run from now on: none creates a file while listenAll has the umask narrowed (listeners.js).
+  scheduler.start()
 
   let stopping = null
   async function stop ({ graceMs = config.shutdownGraceMs } = {}) {

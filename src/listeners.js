@@ -76,11 +76,12 @@ export async function listenAll (app, config) {
       if (l.type === 'unix') {
         await fs.mkdir(path.dirname(l.path), { recursive: true, mode: 0o755 })
         await clearStaleSocket(l.path)
-        await listen(server, l.path)
-        // Listed at once, so that if chmod or chown fails, closeAll removes the socket file.
+        await listen(server, l.path, { umask: 0o177 })
+        // Listed at once, so that if chown or chmod fails, closeAll removes the socket file.
         servers.push({ server, listen: l, address: server.address() })
-        await fs.chmod(l.path, config.socketMode)
+        // Born owner-only (above); the group first, then the mode that lets the group in.
         if (config.socketGid !== null) await fs.chown(l.path, -1, config.socketGid) // resolved by config.js
+        await fs.chmod(l.path, config.socketMode)
       } else {
         await listen(server, l.port, l.host)
         servers.push({ server, listen: l, address: server.address() })
@@ -93,13 +94,24 @@ export async function listenAll (app, config) {
   return servers
 }
 
-function listen (server, ...args) {
+// With `umask`, a unix socket's file is created under that mask: bind() makes it with mode
+// 0777 & ~umask, and a process started with umask 000 would otherwise let anyone connect until the
+// chmod. The mask is the process's, so it is set only around listen(), which binds synchronously
+// (net.Server, outside a cluster); jobs do not run yet (Scheduler.start comes after the listeners),
+// so no file of theirs is created meanwhile.
+function listen (server, target, ...rest) {
+  const { umask = null } = typeof rest.at(-1) === 'object' ? rest.pop() : {}
   return new Promise((resolve, reject) => {
     server.once('error', reject)
-    server.listen(...args, () => {
-      server.off('error', reject)
-      resolve()
-    })
+    const old = umask === null ? null : process.umask(umask)
+    try {
+      server.listen(target, ...rest, () => {
+        server.off('error', reject)
+        resolve()
+      })
+    } finally {
+      if (old !== null) process.umask(old)
+    }
   })
 }
 

@@ -47,6 +47,7 @@ export class Scheduler {
     this.timers = new Map() // id → retry timer
     this.waiters = new Map() // id → Set of callbacks run when the job ends
     this.stopping = false
+    this.started = false // see start()
     this.queues = new Map()
     for (const [name, t] of Object.entries(config.targets)) {
       this.queues.set(name, { queue: new Fifo(), running: 0, concurrency: t.concurrency })
@@ -55,7 +56,8 @@ export class Scheduler {
 
   now () { return new Date(this.clock()).toISOString() }
 
-  // Rebuilds state from the journal: jobs that were running start again from the beginning.
+  // Rebuilds state from the journal: jobs that were running are queued again, to start from the
+  // beginning (or their offset) once start() lets the queues run.
   async recover () {
     const records = this.store.loaded().sort((a, b) => a.createdAt.localeCompare(b.createdAt))
     let requeued = 0
@@ -277,8 +279,14 @@ export class Scheduler {
     this.#pump(q)
   }
 
+  // Lets the queues run: called once the listeners are up (index.js); until then jobs only queue.
+  start () {
+    this.started = true
+    for (const q of this.queues.values()) this.#pump(q)
+  }
+
   #pump (q) {
-    while (!this.stopping && q.running < q.concurrency && q.queue.length) {
+    while (this.started && !this.stopping && q.running < q.concurrency && q.queue.length) {
       const job = q.queue.shift()
       if (job.state !== 'queued' || this.running.has(job.id)) continue // cancelled meanwhile
       q.running++

@@ -72,6 +72,7 @@ beforeEach(async () => {
   const logger = { info () {}, warn () {}, error () {}, debug () {} }
   scheduler = new Scheduler({ config, store, backends: { t: {} }, metrics, logger })
   await scheduler.recover()
+  scheduler.start()
 })
 afterEach(async () => {
   ctl.discardGate = null

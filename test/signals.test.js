@@ -1,7 +1,7 @@
-// SIGTERM while the daemon is still starting (recovered jobs already running, the spool's first scan
-// under way, nothing listening yet) is a graceful stop like any other: running jobs are left
+// SIGTERM while the daemon is still starting (jobs recovered, the spool's first scan under way,
+// nothing listening yet) is a graceful stop like any other, once the start is done: jobs are left
 // queued, not cut as by a crash (which would count the attempt and, on the last one, fail the job
-// INTERRUPTED at the next start).
+// INTERRUPTED at the next start). Recovered jobs start only once the daemon listens.
 import { describe, it, expect } from 'vitest'
 import { spawn } from 'node:child_process'
 import fs from 'node:fs/promises'
@@ -26,8 +26,15 @@ async function until (fn, ms = 60000) {
   }
 }
 
+// Jobs start only once the daemon listens (Scheduler.start), if at all.
+function startedAfterListening (out) {
+  const running = out.search(/"job":"startup-job-1","state":"running"/)
+  if (running !== -1) expect(out.indexOf('transfer-sidecar listening')).toBeGreaterThan(-1)
+  if (running !== -1) expect(out.indexOf('transfer-sidecar listening')).toBeLessThan(running)
+}
+
 describe('signals', () => {
-  it('SIGTERM during the start stops gracefully once started: the running job stays queued, not INTERRUPTED', async () => {
+  it('SIGTERM during the start stops gracefully once started: the recovered job stays queued, not INTERRUPTED', async () => {
     const dir = await tempDir('signals-')
     const [root, store, state] = ['root', 'store', 'state'].map((d) => path.join(dir, d))
     const spool = path.join(state, 'spool')
@@ -40,7 +47,7 @@ describe('signals', () => {
       ...{ createdAt: now, updatedAt: now, startedAt: null, finishedAt: null, nextAttemptAt: null }
     }
     await fs.writeFile(path.join(state, 'jobs', 'jobs.journal'), JSON.stringify({ op: 'put', job }) + '\n')
-    // A spool backlog keeps the start busy (its first scan is part of it) after the job has started.
+    // A spool backlog keeps the start busy (its first scan is part of it) after the job is recovered.
     for (let i = 0; i < 2000; i++) {
       const id = `spooled-${String(i).padStart(6, '0')}`
       await fs.writeFile(path.join(spool, `${id}.json`), JSON.stringify({ id, direction: 'download', target: 'l', local: path.join(root, `d${i}.txt`), remote: '/absent' }))
@@ -57,19 +64,20 @@ describe('signals', () => {
     }))
 
     const first = run(cfg)
-    await until(() => /"job":"startup-job-1","state":"running"/.test(first.out()))
-    expect(first.out()).not.toContain('transfer-sidecar listening') // still starting
+    await until(() => first.out().includes('recovered jobs from the journal'))
     first.child.kill('SIGTERM')
     expect(await first.exited).toEqual({ code: 0, signal: null })
-    expect(first.out()).toContain('"msg":"stopped"')
+    expect(first.out()).toContain('"msg":"stopped"') // once the start was done
+    startedAfterListening(first.out())
 
-    // Its attempt was not cut as by a crash: it ran to its end, or was left queued and runs now.
+    // Left queued, not cut as by a crash: it runs now.
     const second = run(cfg)
     const both = () => first.out() + second.out()
     try {
       await until(() => /"job":"startup-job-1","state":"(failed|succeeded)"/.test(both()))
       expect(both()).toMatch(/"job":"startup-job-1","state":"succeeded"/)
       expect(both()).not.toContain('INTERRUPTED')
+      startedAfterListening(second.out())
     } finally {
       await until(() => second.out().includes('transfer-sidecar listening'))
       second.child.kill('SIGTERM')

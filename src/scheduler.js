@@ -217,7 +217,10 @@ export class Scheduler {
     }
     clearTimeout(this.timers.get(id))
     this.timers.delete(id)
-    await this.#finish(job, 'cancelled', new CancelledError('cancelled before it started'))
+    const err = new CancelledError(job.attempts ? 'cancelled while waiting to retry' : 'cancelled before it started')
+    // Waiting to retry, it ends after its last attempt: a transfer like one cancelled while running.
+    if (job.attempts) this.metrics.transferDone(job, this.config.targets[job.target].type, 'cancelled', 0, err.code)
+    await this.#finish(job, 'cancelled', err)
     return job
   }
 

@@ -10,6 +10,7 @@
 // has used it for IDLE_MS, so an idle daemon does not carry its ~10 MiB.
 import { Worker } from 'node:worker_threads'
 import { createHash } from 'node:crypto'
+import { HashingFailedError } from './errors.js'
 
 export const WORKER_MIN_BYTES = 8 * 1024 * 1024
 const IDLE_MS = 10000
@@ -53,7 +54,7 @@ function retire (w, err) {
   open = 0
   outbox = []
   clearTimeout(idleTimer)
-  const failure = new Error(`the hashing thread stopped${err ? `: ${err.message}` : ''}`)
+  const failure = new HashingFailedError(`the hashing thread stopped${err ? `: ${err.message}` : ''}`)
   for (const waiter of pending.splice(0)) {
     if (typeof waiter === 'function') waiter()
     else waiter.reject(failure)
@@ -162,10 +163,10 @@ export class Digest {
     if (this.#finished) throw new Error('digest() called twice')
     this.#finished = true
     lost.unregister(this)
-    if (this.#gen !== generation) throw new Error('the hashing thread stopped')
+    if (this.#gen !== generation) throw new HashingFailedError('the hashing thread stopped')
     try {
       const result = await new Promise((resolve, reject) => send(['d', this.#id], { resolve, reject }))
-      if (!result) throw new Error('the hashing thread lost a digest')
+      if (!result) throw new HashingFailedError('the hashing thread lost a digest')
       return { sha256: result[0], checksum: result[1] }
     } finally {
       if (this.#gen === generation) closed()

@@ -65,6 +65,9 @@ export const Sha256MismatchError = define('SHA256_MISMATCH', 422)
 // The target's own checksum of what it stored (HDFS GETFILECHECKSUM) differs from the bytes sent
 // or received: corrupted on the way, so the transfer is redone.
 export const ChecksumMismatchError = define('CHECKSUM_MISMATCH', 502, true)
+// The thread that hashes large transfers (digest.js) stopped under the attempt (its heap limit, a
+// crash): the next attempt starts a new one.
+export const HashingFailedError = define('HASHING_FAILED', 500, true)
 export const CancelledError = define('CANCELLED', 409)
 // Every attempt of the job (retry.attempts) was cut by the daemon stopping without a shutdown (a
 // crash, kill -9, the machine): the job may be what crashes it, so it is not run again.
@@ -81,7 +84,7 @@ export const JOB_ERROR_CODES = [
   PathNotAllowedError, InvalidPathError, LocalNotFoundError, LocalExistsError, LocalIoError,
   RemoteNotFoundError, RemoteExistsError, PermissionDeniedError, RemoteRejectedError, RemoteQuotaExceededError,
   RemoteUnavailableError, NetworkError, TimeoutError, SizeMismatchError, Sha256MismatchError, ChecksumMismatchError,
-  CancelledError, InterruptedError
+  HashingFailedError, CancelledError, InterruptedError
 ].map((e) => e.code)
 
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH',

@@ -110,7 +110,7 @@ describe('Digest', () => {
     pool.release(buf)
     const result = d.digest()
     await hashingThread.stop() // as if it had crashed
-    await expect(result).rejects.toThrow(/hashing thread/)
+    await expect(result).rejects.toMatchObject({ code: 'HASHING_FAILED', message: expect.stringMatching(/hashing thread/) })
     expect(pool.available).toBe(4)
     const next = new Digest({ size: big }) // a new thread serves new digests
     next.update(Buffer.from('y'))
@@ -139,7 +139,10 @@ describe('Digest', () => {
       }
     }
     const run = direction === 'upload' ? upload : download
-    await expect(run(job, { backend, roots: [root], onProgress })).rejects.toThrow(/hashing thread/)
+    const err = await run(job, { backend, roots: [root], onProgress }).catch((e) => e)
+    expect(err.message).toMatch(/hashing thread/)
+    // Retried: the next attempt starts a new thread.
+    expect(err).toMatchObject({ code: 'HASHING_FAILED', retryable: true })
     expect(stopped).toBe(true)
   })
 })

@@ -47,7 +47,9 @@ function answerExpectation (req, res) {
   sendError(res, new InvalidRequestError('only "Expect: 100-continue" is supported'), null)
 }
 
-// A stale socket file from a crash is removed; a live one (another sidecar) is an error.
+// A stale socket file from a crash is removed; a live one (another sidecar) is an error. Only a
+// refused connection means nobody listens: a busy listener (its accept queue full: EAGAIN) or one
+// we may not reach is somebody's, and its socket is left alone.
 async function clearStaleSocket (file) {
   try {
     const st = await fs.lstat(file)
@@ -56,12 +58,15 @@ async function clearStaleSocket (file) {
     if (err.code === 'ENOENT') return
     throw err
   }
-  const live = await new Promise((resolve) => {
+  const refused = await new Promise((resolve) => {
     const s = net.connect(file)
-    s.once('connect', () => { s.destroy(); resolve(true) })
-    s.once('error', () => resolve(false))
+    s.once('connect', () => { s.destroy(); resolve(null) })
+    s.once('error', (err) => resolve(err))
   })
-  if (live) throw new Error(`${file} is in use by another process`)
+  if (refused?.code === 'ENOENT') return // gone meanwhile
+  if (refused?.code !== 'ECONNREFUSED') {
+    throw new Error(`${file} is in use by another process${refused ? ` (connecting to it: ${refused.code})` : ''}`)
+  }
   await fs.unlink(file)
 }
 

@@ -217,9 +217,12 @@ export function createMetrics ({ scheduler = () => null, spoolDir, collectDefaul
     jobAccepted (job) { accepted.inc({ direction: job.direction }) },
     jobFinished (job) { finished.inc({ state: job.state }) },
     retry (job, backend, code) { retries.inc({ backend, code }) },
-    transferDone (job, backend, outcome, seconds, code) {
+    // `moved`: the bytes this last attempt moved in `seconds`. Fewer than the job's for a resumed
+    // download; none for a job that only finished its publish after a restart, which then has no
+    // duration or throughput to show.
+    transferDone (job, backend, outcome, seconds, code, moved = job.bytes) {
       if (outcome === 'failed') failures.inc({ backend, code })
-      record({ direction: job.direction, backend, via: 'sidecar', mode: 'streamed', outcome, bytes: job.bytes, seconds })
+      record({ direction: job.direction, backend, via: 'sidecar', mode: 'streamed', outcome, bytes: job.bytes, seconds, moved })
     },
     // A WebHDFS target moved on to another namenode. `target` is accepted for the caller's
     // convenience but not used as a label.
@@ -235,13 +238,14 @@ export function createMetrics ({ scheduler = () => null, spoolDir, collectDefaul
     streamBytes (backend, n) { streamed.inc({ backend }, n) }
   }
 
-  function record ({ direction, backend, via, mode, outcome, bytes: n, seconds }) {
+  function record ({ direction, backend, via, mode, outcome, bytes: n, seconds, moved = n }) {
     const labels = { direction, backend, via, mode }
     transfers.inc({ ...labels, outcome })
     if (outcome !== 'succeeded') return
     const cls = { ...labels, size_class: sizeClass(n) }
     bytes.inc(labels, n)
+    if (n > 0 && moved === 0) return
     duration.observe(cls, seconds)
-    if (seconds > 0) throughput.observe(cls, n / seconds)
+    if (seconds > 0) throughput.observe(cls, moved / seconds)
   }
 }

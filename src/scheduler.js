@@ -153,7 +153,8 @@ export class Scheduler {
   // The job as the API shows it: the record plus the live rate of a running transfer.
   view (job) {
     const run = this.running.get(job.id)
-    const rate = run ? Math.round(job.bytes / Math.max(0.001, (this.clock() - run.startedAt) / 1000)) : job.rate
+    const moved = Math.max(0, job.bytes - (job.direction === 'download' ? job.resumedFrom ?? 0 : 0))
+    const rate = run ? Math.round(moved / Math.max(0.001, (this.clock() - run.startedAt) / 1000)) : job.rate
     return { ...job, rate }
   }
 
@@ -339,8 +340,11 @@ export class Scheduler {
       delete job.phase
       const result = resumed ?? await TRANSFER[job.direction](job, deps)
       Object.assign(job, result)
-      job.rate = Math.round(result.bytes / Math.max(0.001, (this.clock() - run.startedAt) / 1000))
-      this.metrics.transferDone(job, target.type, 'succeeded', (this.clock() - run.startedAt) / 1000)
+      // What this attempt moved: a resumed download only the rest, a finished publish nothing.
+      const moved = resumed ? 0 : Math.max(0, result.bytes - (job.direction === 'download' ? job.resumedFrom ?? 0 : 0))
+      const seconds = (this.clock() - run.startedAt) / 1000
+      if (moved > 0 || result.bytes === 0) job.rate = Math.round(moved / Math.max(0.001, seconds))
+      this.metrics.transferDone(job, target.type, 'succeeded', seconds, undefined, moved)
       await this.#finish(job, 'succeeded', null)
     } catch (thrown) {
       if (signal.aborted && signal.reason === 'shutdown') {

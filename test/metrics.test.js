@@ -131,6 +131,21 @@ describe('src/metrics.js', () => {
     expect(r.code).toBe(0)
   })
 
+  it('times what the last attempt moved: the rest of a resumed download; nothing for a finished publish', async () => {
+    const m = createMetrics({ collectDefault: false })
+    // 100 MiB resumed at 75 MiB: 25 MiB in 0.5 s is 50 MiB/s, not 200.
+    m.transferDone({ direction: 'download', bytes: 100 * MiB }, 'http', 'succeeded', 0.5, undefined, 25 * MiB)
+    // Only its publish after a restart: no duration nor throughput (both would be the publish's).
+    m.transferDone({ direction: 'download', bytes: 100 * MiB }, 'http', 'succeeded', 0.002, undefined, 0)
+    const text = await m.registry.metrics()
+    const labels = 'direction="download",backend="http",via="sidecar",mode="streamed"'
+    expect(text).toMatch(new RegExp(`^sidecar_transfer_throughput_bytes_per_second_sum\\{${labels},size_class="[^"]+"\\} ${50 * MiB}$`, 'm'))
+    expect(text).toMatch(new RegExp(`^sidecar_transfer_throughput_bytes_per_second_count\\{${labels},size_class="[^"]+"\\} 1$`, 'm'))
+    expect(text).toMatch(new RegExp(`^sidecar_transfer_duration_seconds_count\\{${labels},size_class="[^"]+"\\} 1$`, 'm'))
+    expect(text).toMatch(new RegExp(`^sidecar_transfers_total\\{${labels},outcome="succeeded"\\} 2$`, 'm'))
+    expect(text).toMatch(new RegExp(`^sidecar_transfer_bytes_total\\{${labels}\\} ${200 * MiB}$`, 'm'))
+  })
+
   it('uses only bounded label names', async () => {
     const m = createMetrics()
     m.transferDone({ direction: 'upload', bytes: 1 }, 'file', 'failed', 0.01, 'LOCAL_IO')

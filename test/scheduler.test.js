@@ -6,7 +6,7 @@ import path from 'node:path'
 import { validateConfig } from '../src/index.js'
 import { tempDir } from './helpers/sidecar.js'
 
-const ctl = vi.hoisted(() => ({ runs: [], discardGate: null, onRun: null }))
+const ctl = vi.hoisted(() => ({ runs: [], discardGate: null, onRun: null, done: [], clock: null }))
 
 vi.mock('../src/transfer.js', () => {
   function run (job, deps) {
@@ -68,9 +68,11 @@ beforeEach(async () => {
     targets: { t: { type: 'file', dir: await tempDir('sched-store-'), concurrency: 1 } }
   })
   store = await openJobStore({ dir: stateDir })
-  const metrics = { jobAccepted () {}, transferDone () {}, retry () {}, jobFinished () {} }
+  ctl.done = []
+  const metrics = { jobAccepted () {}, transferDone (job, backend, outcome, seconds, code, moved) { ctl.done.push({ outcome, seconds, moved }) }, retry () {}, jobFinished () {} }
   const logger = { info () {}, warn () {}, error () {}, debug () {} }
-  scheduler = new Scheduler({ config, store, backends: { t: {} }, metrics, logger })
+  ctl.clock = null
+  scheduler = new Scheduler({ config, store, backends: { t: {} }, metrics, logger, clock: () => ctl.clock ?? Date.now() })
   await scheduler.recover()
   scheduler.start()
 })
@@ -150,5 +152,22 @@ describe('scheduler races', () => {
     expect(answer.state).toBe('cancelled')
     expect(await journaled(a.id)).toMatchObject({ state: 'cancelled', error: { code: 'CANCELLED' } })
     expect(scheduler.stats().unfinished).toBe(0)
+  })
+
+  it('a resumed download reports the rate and metrics of what its last attempt moved', async () => {
+    ctl.clock = Date.parse('2026-11-22T10:00:00Z')
+    const a = await submit('a')
+    await started(1)
+    const { deps, resolve } = ctl.runs[0]
+    await deps.onStart({ size: 1000, version: 'v1', resumedFrom: 600 })
+    deps.onProgress(800)
+    ctl.clock += 1000
+    expect(scheduler.view(a).rate).toBe(200) // 200 bytes in 1 s, not 800
+    deps.onProgress(1000)
+    ctl.clock += 1000
+    resolve({ bytes: 1000, size: 1000, sha256: 'f'.repeat(64) })
+    for (let i = 0; i < 100 && a.state !== 'succeeded'; i++) await tick()
+    expect(a).toMatchObject({ state: 'succeeded', rate: 200 })
+    expect(ctl.done).toEqual([{ outcome: 'succeeded', seconds: 2, moved: 400 }])
   })
 })

@@ -5,12 +5,16 @@ import { pooledGet } from './http-get.js'
 import { requestSink } from '../datapath.js'
 import { createHttpClient, drain, putStream, readSmall, firstLine, statusError, encodePath } from './http-util.js'
 
-// What tells that a file is still the same one: a strong ETag, else Last-Modified (both valid in
-// If-Range); null when the server sends neither, and then a download is never resumed.
+// What tells that a file is still the same one (sent in If-Range): a strong ETag, else a
+// Last-Modified that is a strong validator, at least a second before the answer's Date (RFC 9110
+// 8.8.2.2, 13.1.5: a file changed twice in one second keeps its Last-Modified). null otherwise, and
+// then a download is never resumed.
 function validator (headers) {
   const etag = headers.etag
   if (typeof etag === 'string' && !etag.startsWith('W/')) return etag
-  return typeof headers['last-modified'] === 'string' ? headers['last-modified'] : null
+  const modified = headers['last-modified']
+  if (typeof modified !== 'string') return null
+  return Date.parse(headers.date) - Date.parse(modified) >= 1000 ? modified : null
 }
 
 const SMALL_BODY = 64 * 1024

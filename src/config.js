@@ -180,6 +180,7 @@ function validateTarget (name, t, top) {
     timeouts: section(t.timeouts, `${field}.timeouts`, top.timeouts),
     tempSuffix: tempSuffix(t.tempSuffix, `${field}.tempSuffix`)
   }
+  if (out.retry.attempts < 1) throw new ConfigError(`${field}.retry.attempts`, 'must be at least 1')
   if (t.type === 'webhdfs') {
     if (!Array.isArray(t.namenodes) || t.namenodes.length === 0) throw new ConfigError(`${field}.namenodes`, 'must be a non-empty array of namenode HTTP URLs, e.g. ["http://nn1:9870"]')
     out.namenodes = t.namenodes.map((u, i) => {

@@ -55,6 +55,7 @@ describe('config validation', () => {
     ['a negative gid', (c) => ({ ...c, socketGroup: -1 }), 'socketGroup'],
     ['a negative queue limit', (c) => ({ ...c, queue: { limit: -1 } }), 'queue.limit'],
     ['zero attempts', (c) => ({ ...c, retry: { attempts: 0 } }), 'retry.attempts'],
+    ['zero attempts on a target (same rule as the top-level retry)', (c) => ({ ...c, targets: { f: { type: 'http', url: 'http://h/', retry: { attempts: 0 } } } }), 'targets.f.retry.attempts'],
     ['no targets', (c) => ({ ...c, targets: {} }), 'targets'],
     ['an unknown target type', (c) => ({ ...c, targets: { x: { type: 's3' } } }), 'targets.x.type'],
     ['a bad target name', (c) => ({ ...c, targets: { 'a b': { type: 'file', dir: '/tmp' } } }), 'targets.a b'],

@@ -18,7 +18,7 @@ use TransferSidecar\Http\Wire;
 /**
  * Hands file-transfer jobs to the local transfer-sidecar daemon and asks about them.
  *
- *     $sidecar = new Client(['socket' => '/run/transfer-sidecar/sidecar.sock', 'spool' => '/var/lib/transfer-sidecar/spool']);
+ *     $sidecar = new Client(['socket' => '/run/transfer-sidecar/sidecar.sock', 'spool' => '/var/spool/transfer-sidecar']);
  *     $id = $sidecar->upload('hdfs', '/var/www/uploads/a.bin', '/2026/a.bin');
  *
  * One connection is kept open and reused for every call on this object (HTTP keep-alive). A

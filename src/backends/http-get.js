@@ -26,7 +26,7 @@ function parseHead (text) {
   return { statusCode: Number(m[1]), headers }
 }
 
-export function pooledGet (url, { headers = {}, signal, idleMs = 60000, pool }) {
+export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectMs = 0, pool }) {
   const u = new URL(url)
   return new Promise((resolve, reject) => {
     let head = Buffer.alloc(0)
@@ -76,6 +76,11 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, pool }) 
     })
     socket.setNoDelay(true)
     socket.setTimeout(idleMs, () => fail(Object.assign(new Error(`no data for ${idleMs} ms`), { code: 'ETIMEDOUT' })))
+    if (connectMs) {
+      const timer = setTimeout(() => fail(Object.assign(new Error(`no connection to ${u.host} within ${connectMs} ms`), { code: 'ETIMEDOUT' })), connectMs)
+      socket.once('connect', () => clearTimeout(timer))
+      socket.once('close', () => clearTimeout(timer))
+    }
     socket.once('error', (err) => fail(err))
     socket.once('close', () => {
       signal?.removeEventListener('abort', onAbort)

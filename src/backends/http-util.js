@@ -120,11 +120,11 @@ export function encodePath (p) {
 
 // A streamed request body: the ClientRequest is a plain Writable at the end of the pipeline.
 // (Hadoop datanodes answer every PUT with an unsolicited "100 Continue", which node:http ignores.)
-export function putStream (url, { headers, signal, idleMs = 60000, agent = false }) {
+export function putStream (url, { headers, signal, idleMs = 60000, connectMs = 0, agent = false }) {
   const target = new URL(url)
   const client = target.protocol === 'https:' ? https : http
   const req = client.request(target, { method: 'PUT', headers, signal, agent })
-  armTimeouts(req, target.host, { idleMs })
+  armTimeouts(req, target.host, { idleMs, connectMs })
   const done = new Promise((resolve, reject) => {
     req.once('error', reject)
     req.once('response', (res) => resolve({ statusCode: res.statusCode, headers: res.headers, body: res }))
@@ -134,12 +134,12 @@ export function putStream (url, { headers, signal, idleMs = 60000, agent = false
 
 // A GET whose body is a download, on a connection of its own (datanodes close every connection);
 // used for https and when the transfer has no buffer pool (http-get.js otherwise).
-export function getStream (url, { headers, signal, idleMs = 60000 }) {
+export function getStream (url, { headers, signal, idleMs = 60000, connectMs = 0 }) {
   const target = new URL(url)
   const client = target.protocol === 'https:' ? https : http
   return new Promise((resolve, reject) => {
     const req = client.get(target, { headers, signal, agent: false })
-    armTimeouts(req, target.host, { idleMs })
+    armTimeouts(req, target.host, { idleMs, connectMs })
     req.once('error', reject)
     req.once('response', (res) => {
       // An error now belongs to the body: it reaches the pipeline through `res`.

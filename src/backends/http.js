@@ -120,7 +120,7 @@ export function createHttpBackend (target) {
       if (offset > 0 && ifVersion) headers['if-range'] = ifVersion
       // Plain-http bodies read straight into the transfer's pool buffers (see http-get.js).
       const res = pool && base.protocol === 'http:'
-        ? await pooledGet(urlFor(remote), { headers, signal, pool, idleMs: target.timeouts?.idleMs })
+        ? await pooledGet(urlFor(remote), { headers, signal, pool, idleMs: target.timeouts?.idleMs, connectMs: target.timeouts?.connectMs })
         : await send(urlFor(remote), { headers, signal })
       const version = validator(res.headers)
       if (res.statusCode === 416 && length === undefined && offset > 0) {
@@ -146,7 +146,7 @@ export function createHttpBackend (target) {
       await ensureCollections(remote, signal)
       const headers = { 'content-type': 'application/octet-stream' }
       if (size !== undefined) headers['content-length'] = String(size)
-      const put = putStream(urlFor(remote), { headers, signal, idleMs: target.timeouts?.idleMs, agent })
+      const put = putStream(urlFor(remote), { headers, signal, idleMs: target.timeouts?.idleMs, connectMs: target.timeouts?.connectMs, agent })
       const done = put.done.then(async (res) => {
         if (res.statusCode === 409) knownCollections.clear() // a collection vanished under us
         if (res.statusCode < 200 || res.statusCode >= 300) throw await fail(res, `PUT ${remote}`)

@@ -112,6 +112,7 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
   const delegation = target.delegation ?? null
   const extraHeaders = target.headers ?? {}
   const idleMs = target.timeouts?.idleMs
+  const connectMs = target.timeouts?.connectMs
   // Namenode calls share a keep-alive pool; datanode PUTs and GETs have sockets of their own.
   const client = createHttpClient({ ...target.timeouts, maxSockets: 2 * (target.concurrency ?? 4) })
   const send = client.send
@@ -271,7 +272,7 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
       let err
       try {
         const get = pool && new URL(location).protocol === 'http:' ? pooledGet : getStream
-        const res = await get(location, { signal, idleMs, headers: headersFor(location), pool })
+        const res = await get(location, { signal, idleMs, connectMs, headers: headersFor(location), pool })
         if (res.statusCode === 200) return res
         err = await failed(res)
       } catch (thrown) {
@@ -372,7 +373,7 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
       const { location, nn } = await locate('PUT', remote, 'CREATE', params, signal)
       const headers = { ...headersFor(location), 'content-type': 'application/octet-stream' }
       if (size !== undefined) headers['content-length'] = String(size)
-      const put = putStream(location, { headers, signal, idleMs })
+      const put = putStream(location, { headers, signal, idleMs, connectMs })
       const done = put.done.then(async (res) => {
         if (res.statusCode !== 201 && res.statusCode !== 200) throw await failed(res)
         res.body.resume()

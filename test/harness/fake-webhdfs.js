@@ -7,6 +7,7 @@
 //   checksum(path, data) the FileChecksum JSON to answer (default: none → 400)
 //   maxComponentBytes    CREATE refuses a longer name (HDFS max-component-length, 255 by default)
 //   statusJson           GETFILESTATUS answers this JSON (200) instead (a misbehaving gateway)
+//   datanodePort         the two-step redirects point at this port of 127.0.0.1 instead
 import http from 'node:http'
 
 export async function startFakeWebHdfs (opts = {}) {
@@ -28,7 +29,7 @@ export async function startFakeWebHdfs (opts = {}) {
     const body = []
     for await (const c of req) body.push(c)
     if (!onDatanode && ['CREATE', 'OPEN', 'GETFILECHECKSUM'].includes(op)) {
-      const loc = new URL(`http://127.0.0.1:${server.address().port}/dn/webhdfs/v1${raw}`)
+      const loc = new URL(`http://127.0.0.1:${opts.datanodePort ?? server.address().port}/dn/webhdfs/v1${raw}`)
       loc.search = url.search
       return json(res, { Location: loc.href })
     }

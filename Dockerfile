@@ -1,5 +1,8 @@
-# transfer-sidecar: runs beside php-fpm (same pod / network namespace), so the default listener
-# 127.0.0.1:8765 and the unix socket in the state volume are what PHP talks to.
+# transfer-sidecar: runs beside php-fpm (same pod / network namespace), so PHP reaches the default
+# listener 127.0.0.1:8765. The embedded default's unix socket (<state>/sidecar.sock, 0660), spool
+# (<state>/spool) and root (<state>/files) belong to node:node (1000:1000, dirs 0750): a PHP
+# running as another user (www-data) can use none of them. Mount a config that names a socket
+# group, a spool and roots shared with PHP (see deploy/kubernetes/transfer-sidecar.yaml).
 FROM node:20-slim
 
 ENV NODE_ENV=production \

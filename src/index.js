@@ -16,7 +16,7 @@ export { StateDirLockedError } from './lock.js'
 
 export async function startSidecar (config, { logger = createLogger({ level: config.logLevel }), clock } = {}) {
   let scheduler = null
-  const metrics = createMetrics({ scheduler: () => scheduler })
+  const metrics = createMetrics({ scheduler: () => scheduler, backends: Object.values(config.targets).map((t) => t.type) })
   const backends = Object.fromEntries(Object.values(config.targets).map((t) => [t.name, createBackend(t, { logger, metrics })]))
   const lock = await lockStateDir(config.stateDir) // before the journal is touched (see lock.js)
   let store, callbacks, spool, servers

@@ -56,7 +56,8 @@ export async function spoolBacklog (dir, now = Date.now()) {
 
 // `scheduler` returns the Scheduler (or null before it exists): queue gauges read its stats() and
 // config. `spoolDir` returns the spool directory (default: the scheduler's config.spool.dir).
-export function createMetrics ({ scheduler = () => null, spoolDir, collectDefault = true } = {}) {
+// `backends`: the configured targets' types, whose sidecar transfer counters start at 0.
+export function createMetrics ({ scheduler = () => null, spoolDir, collectDefault = true, backends = [] } = {}) {
   const registry = new client.Registry()
   if (collectDefault) {
     // The event loop's delay sampled every 100 ms (prom-client's default is 10 ms): an idle daemon
@@ -211,6 +212,13 @@ export function createMetrics ({ scheduler = () => null, spoolDir, collectDefaul
   for (const outcome of ['ingested', 'duplicate', 'rejected']) spool.inc({ outcome }, 0)
   for (const outcome of ['delivered', 'failed']) callbacks.inc({ outcome }, 0)
   failovers.inc(0)
+  // The sidecar's own transfers: a series first scraped at N has no increase() for those N, so
+  // without this the first failures after every start were invisible to the failure-ratio alert.
+  for (const backend of new Set(backends)) {
+    for (const direction of ['upload', 'download']) {
+      for (const outcome of ['succeeded', 'failed', 'cancelled']) transfers.inc({ direction, backend, via: 'sidecar', mode: 'streamed', outcome }, 0)
+    }
+  }
 
   return {
     registry,

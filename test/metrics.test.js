@@ -102,6 +102,34 @@ describe('src/metrics.js', () => {
     expect(await m.registry.metrics()).toMatch(/^sidecar_namenode_failovers_total 2$/m)
   })
 
+  it('exports the sidecar transfer counters of the configured backends at 0, so that the first failures after a start count', async () => {
+    // A series that first appears at 3 has increase() 0 over that first sample: three jobs failing
+    // together after a (re)start would be invisible to TransferSidecarFailureRatioHigh.
+    const m = createMetrics({ collectDefault: false, backends: ['webhdfs', 'http', 'webhdfs'] })
+    const text = await m.registry.metrics()
+    for (const backend of ['webhdfs', 'http']) {
+      for (const direction of ['upload', 'download']) {
+        for (const outcome of ['succeeded', 'failed', 'cancelled']) {
+          expect(text).toMatch(new RegExp(`^sidecar_transfers_total\\{direction="${direction}",backend="${backend}",via="sidecar",mode="streamed",outcome="${outcome}"\\} 0$`, 'm'))
+        }
+      }
+    }
+    expect(text).not.toMatch(/backend="file"/)
+    expect(text).not.toMatch(/via="php_curl"/)
+    m.transferDone({ direction: 'upload', bytes: 1 }, 'http', 'failed', 0.01, 'TIMEOUT')
+    expect(await m.registry.metrics()).toMatch(/^sidecar_transfers_total\{direction="upload",backend="http",via="sidecar",mode="streamed",outcome="failed"\} 1$/m)
+  })
+
+  it('a started daemon exports the transfer counters of its targets at 0', async () => {
+    const sc = await startTestSidecar({ roots: [], targets: { local: { type: 'file', dir: await tempDir('metrics-init-') } } })
+    try {
+      const text = await sc.metrics.registry.metrics()
+      expect(text).toMatch(/^sidecar_transfers_total\{direction="download",backend="file",via="sidecar",mode="streamed",outcome="failed"\} 0$/m)
+    } finally {
+      await sc.stop({ graceMs: 0 })
+    }
+  })
+
   it('measures the spool backlog: pending files, rejected files, age of the oldest', async () => {
     const dir = await tempDir('metrics-spool-')
     await fs.mkdir(path.join(dir, 'rejected'))
@@ -259,6 +287,16 @@ describe('deploy/grafana/transfer-sidecar.json (structure)', () => {
     }
   })
 
+  it('selects metrics other exporters also have (up, process_*, nodejs_*) only from the transfer-sidecar job', () => {
+    // With "All" ($instance = .*) `sum(up{instance=~".*"})` counts every target Prometheus scrapes,
+    // and the process panels would show Prometheus, node_exporter, other Node.js apps as "sidecars".
+    for (const { panel, expr } of exprs) {
+      for (const m of expr.matchAll(/([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}/g)) {
+        if (!m[1].startsWith('sidecar_')) expect(m[2], `${panel}: ${expr}`).toContain('job="transfer-sidecar"')
+      }
+    }
+  })
+
   it('queries only metrics the daemon exports, and covers the issue\'s views', async () => {
     const names = await exportedNames(createMetrics().registry)
     const used = new Set(exprs.flatMap((e) => selectedMetrics(e.expr)))
@@ -347,6 +385,18 @@ describe('deploy/kubernetes', () => {
     expect(yaml).toMatch(new RegExp(`fsGroup: ${config.socketGroup} `))
     expect(config.socketMode).toBe('0660')
     expect(yaml).toContain(`value: ${socket}`)
+  })
+
+  it('admits Prometheus to the sidecar port by number: named ports of init containers are not resolved by every CNI', () => {
+    // kubernetes/kubernetes#125285, projectcalico/calico#8881: a NetworkPolicy port named after a
+    // port of a native sidecar (an init container) matched nothing, so scrapes were dropped.
+    const policy = yaml.slice(yaml.indexOf('kind: NetworkPolicy'))
+    const tcp = config.listen.find((l) => !l.startsWith('unix:'))
+    const port = Number(tcp.slice(tcp.lastIndexOf(':') + 1))
+    const monitoring = policy.slice(policy.indexOf('namespaceSelector:'))
+    expect(monitoring).toMatch(new RegExp(`ports:\\n\\s+- port: ${port}\\b`))
+    const sidecarPorts = [...block('initContainers:', '      containers:').matchAll(/- name: (\w+)\n\s+containerPort: \d+/g)].map((m) => m[1])
+    for (const name of sidecarPorts) expect(policy, name).not.toMatch(new RegExp(`port: ${name}\\b`))
   })
 
   it('keeps the token in a Secret that PHP and Prometheus read, and the example config is valid', async () => {

@@ -79,8 +79,9 @@ describe('signals', () => {
       expect(both()).not.toContain('INTERRUPTED')
       startedAfterListening(second.out())
     } finally {
-      await until(() => second.out().includes('transfer-sidecar listening'))
-      second.child.kill('SIGTERM')
+      // Stopped however the test went: gracefully once started, else killed.
+      const started = await until(() => second.out().includes('transfer-sidecar listening')).then(() => true, () => false)
+      second.child.kill(started ? 'SIGTERM' : 'SIGKILL')
       await second.exited
     }
   })

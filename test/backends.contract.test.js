@@ -1,6 +1,8 @@
 // One contract, every backend, each against its real server: a local dir, Apache httpd mod_dav,
 // and a Hadoop MiniDFSCluster with WebHDFS.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
+import fs from 'node:fs/promises'
+import path from 'node:path'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { createFileBackend } from '../src/backends/file.js'
@@ -146,6 +148,9 @@ describe('http backend: stat keeps its connection', () => {
   it('tells missing, empty and present files apart over one connection', async () => {
     await write(backend, '/keep/empty.bin', Buffer.alloc(0))
     await write(backend, '/keep/four.bin', Buffer.from('four'))
+    // Modified a while ago: a Last-Modified of the answer's own second is no validator (http.js).
+    const then = new Date(Date.now() - 100000)
+    await fs.utimes(path.join(httpd.davDir, 'keep', 'four.bin'), then, then)
     const before = proxy.stats.connections
     for (let i = 0; i < 10; i++) {
       expect(await backend.stat(`/keep/missing-${i}.bin`)).toBeNull()

@@ -139,6 +139,9 @@ export class Digest {
 
   get pool () { return this.#pool }
 
+  // Its thread died: digest() can only fail (a resume must hash its bytes again).
+  get failed () { return this.inWorker && this.#gen !== generation }
+
   update (chunk) {
     if (!this.inWorker) {
       this.#hash.update(chunk)

@@ -41,7 +41,7 @@ export async function startSidecar (config, { logger = createLogger({ level: con
     throw err
   }
   logger.info({ listen: servers.map((s) => s.address), targets: Object.keys(config.targets) }, 'transfer-sidecar listening')
-  // Jobs run from now on: none creates a file while listenAll has the umask narrowed (listeners.js).
+  // Jobs run from now on.
   scheduler.start()
 
   let stopping = null

@@ -81,12 +81,8 @@ export async function listenAll (app, config) {
       if (l.type === 'unix') {
         await fs.mkdir(path.dirname(l.path), { recursive: true, mode: 0o755 })
         await clearStaleSocket(l.path)
-        await listen(server, l.path, { umask: 0o177 })
-        // Listed at once, so that if chown or chmod fails, closeAll removes the socket file.
-        servers.push({ server, listen: l, address: server.address() })
-        // Born owner-only (above); the group first, then the mode that lets the group in.
-        if (config.socketGid !== null) await fs.chown(l.path, -1, config.socketGid) // resolved by config.js
-        await fs.chmod(l.path, config.socketMode)
+        await listenPrivately(server, l.path, config)
+        servers.push({ server, listen: l, address: l.path })
       } else {
         await listen(server, l.port, l.host)
         servers.push({ server, listen: l, address: server.address() })
@@ -99,24 +95,39 @@ export async function listenAll (app, config) {
   return servers
 }
 
-// With `umask`, a unix socket's file is created under that mask: bind() makes it with mode
-// 0777 & ~umask, and a process started with umask 000 would otherwise let anyone connect until the
-// chmod. The mask is the process's, so it is set only around listen(), which binds synchronously
-// (net.Server, outside a cluster); jobs do not run yet (Scheduler.start comes after the listeners),
-// so no file of theirs is created meanwhile.
-function listen (server, target, ...rest) {
-  const { umask = null } = typeof rest.at(-1) === 'object' ? rest.pop() : {}
+// A unix socket is bound in a directory of its own that only we can enter (mkdtemp: 0700), given
+// its group, then its mode, and only then linked under its path: nobody else can connect in
+// between, whatever the umask. The umask itself is left alone: it is the process's, and libuv's
+// pool threads (the spool, the journal, a job submitted over TCP meanwhile) create files under it
+// at any moment. link(), not rename(): a socket somebody put at the path meanwhile is not replaced.
+async function listenPrivately (server, file, config) {
+  const dir = await fs.mkdtemp(`${path.dirname(file)}/.`) // beside the socket, hidden
+  const bound = path.join(dir, 's')
+  try {
+    await listen(server, bound)
+    try {
+      if (config.socketGid !== null) await fs.chown(bound, -1, config.socketGid) // resolved by config.js
+      await fs.chmod(bound, config.socketMode)
+      await fs.link(bound, file).catch((err) => {
+        if (err.code === 'EEXIST') throw new Error(`${file} is in use by another process`)
+        throw err
+      })
+    } catch (err) {
+      await new Promise((resolve) => server.close(resolve))
+      throw err
+    }
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true })
+  }
+}
+
+function listen (server, ...args) {
   return new Promise((resolve, reject) => {
     server.once('error', reject)
-    const old = umask === null ? null : process.umask(umask)
-    try {
-      server.listen(target, ...rest, () => {
-        server.off('error', reject)
-        resolve()
-      })
-    } finally {
-      if (old !== null) process.umask(old)
-    }
+    server.listen(...args, () => {
+      server.off('error', reject)
+      resolve()
+    })
   })
 }
 

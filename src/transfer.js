@@ -153,7 +153,7 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
     await temp.handle.truncate(offset) // drops bytes written but never hashed
     // Bodies arrive in reused pool buffers (where the backend can), which PartFile gives back.
     pool = BufferPool.forTransfer()
-    if (live && live.bytes === offset && live.version === job.remoteVersion) {
+    if (live && live.bytes === offset && live.version === job.remoteVersion && !live.digest.failed) {
       state = live
       state.digest.pool = pool
     } else {

@@ -41,6 +41,8 @@ describe('config validation', () => {
     ['an unparsable listener', (c) => ({ ...c, listen: ['8765'] }), 'listen[0]'],
     // sun_path holds 107 bytes and a NUL: node would silently bind a truncated name instead.
     ['a unix socket path over 107 bytes', (c) => ({ ...c, listen: [`unix:/run/${'d'.repeat(90)}/sidecar.sock`] }), 'listen[0]'],
+    // 106 bytes, but bound first as <dir>/.XXXXXX/s (listeners.js): 109.
+    ['a unix socket whose directory leaves no room for its private bind', (c) => ({ ...c, listen: [`unix:/run/${'d'.repeat(94)}/s.sock`] }), 'listen[0]'],
     ['a default socket path over 107 bytes (a long stateDir)', (c) => ({ ...c, listen: undefined, stateDir: path.join(c.stateDir, 'd'.repeat(100)) }), 'listen[1]'],
     ['a relative root', (c) => ({ ...c, roots: ['uploads'] }), 'roots[0]'],
     ['a missing root', (c) => ({ ...c, roots: ['/nonexistent/dir'] }), 'roots[0]'],

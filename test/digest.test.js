@@ -146,3 +146,46 @@ describe('Digest', () => {
     expect(stopped).toBe(true)
   })
 })
+
+// HASHING_FAILED is retried because "the next attempt starts a new one" (README): a download
+// resumed from the digest a failed attempt kept in memory must not go on with that digest when
+// its thread has died meanwhile, or the retry fails the same way (after reading the whole rest).
+describe('a download resumed after the hashing thread died', () => {
+  it('hashes its first bytes again in a new thread, and succeeds', async () => {
+    const root = await tempDir('digest-root-')
+    const store = await tempDir('digest-store-')
+    const size = 24 * 1024 * 1024
+    const data = randomBytes(size)
+    await fs.writeFile(path.join(store, 'src'), data)
+    const backend = createFileBackend({ dir: store, name: 'local', tempSuffix: '._COPYING_' })
+    let attempt = 0
+    const broken = {
+      ...backend,
+      async openRead (remote, opts) {
+        const src = await backend.openRead(remote, opts)
+        if (attempt > 1) return src
+        // The first attempt breaks half-way (a reset: retryable, its bytes kept for a resume).
+        let seen = 0
+        src.stream.on('data', (chunk) => {
+          seen += chunk.length
+          if (seen > size / 2) src.stream.destroy(Object.assign(new Error('reset'), { code: 'ECONNRESET' }))
+        })
+        return src
+      }
+    }
+    const job = newJob({ direction: 'download', target: 'local', local: path.join(root, 'dst'), remote: '/src', overwrite: true }, new Date().toISOString())
+    const deps = {
+      backend: broken,
+      roots: [root],
+      onStart: ({ size, version, resumedFrom }) => Object.assign(job, { size, remoteVersion: version, resumedFrom })
+    }
+    attempt = job.attempts = 1
+    const first = await download(job, deps).catch((e) => e)
+    expect(first).toMatchObject({ code: 'ECONNRESET' })
+    await hashingThread.stop() // crashed while the job waited for its retry
+    attempt = job.attempts = 2
+    const result = await download(job, deps)
+    expect(job.resumedFrom).toBeGreaterThan(0)
+    expect(result.sha256).toBe(createHash('sha256').update(data).digest('hex'))
+  })
+})

@@ -13,6 +13,7 @@ import { spawn, spawnSync, execFileSync } from 'node:child_process'
 import { tempDir, waitFor } from './helpers/sidecar.js'
 import { startSidecar, validateConfig } from '../src/index.js'
 import { createLogger } from '../src/logger.js'
+import { listenAll, closeAll } from '../src/listeners.js'
 
 const BIN = new URL('../bin/transfer-sidecar.js', import.meta.url).pathname
 
@@ -41,7 +42,7 @@ describe('unix socket permissions', () => {
       socketGroup: gid,
       targets: { local: { type: 'file', dir: path.join(dir, 'store') } }
     }))
-    const child = spawn('sh', ['-c', 'umask 000; exec strace -f -qq -e trace=umask,bind,chmod,fchmodat,chown,fchownat -o "$0" "$1" "$2"', trace, process.execPath, BIN], {
+    const child = spawn('sh', ['-c', 'umask 000; exec strace -f -qq -e trace=umask,mkdir,mkdirat,bind,chmod,fchmodat,chown,fchownat,link,linkat -o "$0" "$1" "$2"', trace, process.execPath, BIN], {
       env: { ...process.env, SIDECAR_CONFIG: config },
       stdio: ['ignore', 'pipe', 'pipe']
     })
@@ -62,25 +63,62 @@ describe('unix socket permissions', () => {
 
     const lines = (await fs.readFile(trace, 'utf8')).split('\n')
     const quoted = JSON.stringify(socket)
-    const bindAt = lines.findIndex((l) => /\bbind\(/.test(l) && l.includes(`sun_path=${quoted}`) && / = 0$/.test(l))
-    expect(bindAt, `no bind of ${socket} in the trace`).toBeGreaterThan(-1)
-    // The mask in force at the bind: the last umask() set before it, 000 from the shell otherwise.
-    let mask = 0
-    for (const l of lines.slice(0, bindAt)) {
-      const m = /\bumask\((0[0-7]*)\)/.exec(l)
-      if (m) mask = parseInt(m[1], 8)
-    }
-    const created = 0o777 & ~mask
-    expect((created & ~0o660).toString(8), 'permissions the socket had at its creation beyond 0660').toBe('0')
-    expect(created & 0o077, 'the group and others get in only after the chown').toBe(0)
-
-    const chownAt = lines.findIndex((l, i) => i > bindAt && /\b(f?chown(at)?)\(/.test(l) && l.includes(quoted))
-    const chmodAt = lines.findIndex((l, i) => i > bindAt && /\b(f?chmod(at)?)\(/.test(l) && l.includes(quoted))
+    // Bound in a directory of its own, made owner-only (whatever the umask: mkdtemp's 0700 under
+    // umask 000), then given its group, then its mode, and only then linked under its path.
+    const bindAt = lines.findIndex((l) => /\bbind\(/.test(l) && / = 0$/.test(l) && l.includes(`sun_path="${path.dirname(socket)}/.`))
+    expect(bindAt, `no bind in a private directory beside ${socket} in the trace`).toBeGreaterThan(-1)
+    const bound = /sun_path="([^"]+)"/.exec(lines[bindAt])[1]
+    const mkdirLine = lines.slice(0, bindAt).find((l) => /\bmkdir(at)?\(/.test(l) && l.includes(JSON.stringify(path.dirname(bound))))
+    expect(mkdirLine, 'the private directory is created').toBeTruthy()
+    expect(/, 0700\) = 0$/.test(mkdirLine), mkdirLine).toBe(true)
+    const b = JSON.stringify(bound)
+    const chownAt = lines.findIndex((l, i) => i > bindAt && /\b(f?chown(at)?)\(/.test(l) && l.includes(b))
+    const chmodAt = lines.findIndex((l, i) => i > bindAt && /\b(f?chmod(at)?)\(/.test(l) && l.includes(b))
+    const linkAt = lines.findIndex((l, i) => i > bindAt && /\blink(at)?\(/.test(l) && l.includes(b) && l.includes(quoted))
     expect(chownAt, 'chown of the socket').toBeGreaterThan(bindAt)
     expect(chmodAt, 'chmod of the socket after its chown').toBeGreaterThan(chownAt)
-    // The mask is restored for every file created later (journal, downloads).
-    const after = lines.slice(bindAt).map((l) => /\bumask\((0[0-7]*)\)/.exec(l)).find(Boolean)
-    expect(after?.[1], 'umask restored after the bind').toBe('000')
+    expect(linkAt, 'linked under its path after its chmod').toBeGreaterThan(chmodAt)
+    // The process's umask is never changed: its other threads create files under it meanwhile.
+    expect(lines.filter((l) => /\bumask\(/.test(l)), 'umask() calls').toEqual([])
+  })
+})
+
+// The umask is the process's: every thread of it (libuv's pool: the spool's mkdir of rejected/,
+// the journal's compaction, a job submitted over TCP meanwhile) creates its files under it. Binding
+// the socket must not change the mode of what the rest of the daemon creates at the same moment.
+describe('binding the unix socket', () => {
+  it('leaves the mode of files and directories created meanwhile by other threads alone', async () => {
+    const dir = await tempDir('sidecar-sockumask-')
+    const config = { listen: [{ type: 'unix', path: path.join(dir, 'run', 's.sock') }], socketGid: null, socketMode: 0o660 }
+    const old = process.umask(0o022)
+    const run = { stop: false }
+    let n = 0
+    const wrong = []
+    // What the spool does (mkdir rejected/ 0750) while the listeners come up.
+    const loop = async () => {
+      while (!run.stop) {
+        const d = path.join(dir, `d${n++}`)
+        await fs.mkdir(d, { mode: 0o750 })
+        const mode = (await fs.stat(d)).mode & 0o777
+        if (mode !== 0o750) wrong.push(mode.toString(8))
+        await fs.rmdir(d)
+      }
+    }
+    try {
+      const loops = [loop(), loop(), loop(), loop()]
+      for (let i = 0; i < 200 && !wrong.length; i++) {
+        const servers = await listenAll((req, res) => res.end(), config)
+        expect((await fs.stat(config.listen[0].path)).mode & 0o777).toBe(0o660)
+        await closeAll(servers, 0)
+      }
+      run.stop = true
+      await Promise.all(loops)
+    } finally {
+      run.stop = true
+      process.umask(old)
+    }
+    expect(n).toBeGreaterThan(0)
+    expect(wrong, 'directories created (mode 0750, umask 022) while the socket was bound').toEqual([])
   })
 })
 

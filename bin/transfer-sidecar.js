@@ -73,7 +73,8 @@ function stop () {
 }
 // Handled from the start: a signal during it (journal replay, spool scan, listeners) must not kill
 // the daemon in the middle of a journal write, as a crash would; the stop follows once the start is
-// done (recovered jobs are queued then, and left queued).
+// done, and no job is started meanwhile (holdJobs): recovered jobs stay queued, their attempts
+// untouched.
 for (const signal of ['SIGTERM', 'SIGINT']) {
   process.once(signal, () => {
     if (sidecar) stop()
@@ -81,7 +82,7 @@ for (const signal of ['SIGTERM', 'SIGINT']) {
   })
 }
 try {
-  sidecar = await startSidecar(config)
+  sidecar = await startSidecar(config, { holdJobs: () => stopRequested })
 } catch (err) {
   // Another daemon on the same state dir, a port in use, …: one line, not a stack trace.
   console.error(`transfer-sidecar: cannot start: ${err.message}`)

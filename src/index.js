@@ -14,7 +14,9 @@ import { lockStateDir } from './lock.js'
 export { loadConfig, validateConfig, ConfigError } from './config.js'
 export { StateDirLockedError } from './lock.js'
 
-export async function startSidecar (config, { logger = createLogger({ level: config.logLevel }), clock } = {}) {
+// `holdJobs()`, asked once the daemon listens: true leaves every job queued (a stop was asked for
+// during the start, bin/transfer-sidecar.js), so that no recovered job spends an attempt on it.
+export async function startSidecar (config, { logger = createLogger({ level: config.logLevel }), clock, holdJobs = () => false } = {}) {
   let scheduler = null
   const metrics = createMetrics({ scheduler: () => scheduler, backends: Object.values(config.targets).map((t) => t.type) })
   const backends = Object.fromEntries(Object.values(config.targets).map((t) => [t.name, createBackend(t, { logger, metrics })]))
@@ -42,7 +44,8 @@ export async function startSidecar (config, { logger = createLogger({ level: con
   }
   logger.info({ listen: servers.map((s) => s.address), targets: Object.keys(config.targets) }, 'transfer-sidecar listening')
   // Jobs run from now on.
-  scheduler.start()
+  if (holdJobs()) logger.info('a stop was asked for during the start: jobs stay queued')
+  else scheduler.start()
 
   let stopping = null
   async function stop ({ graceMs = config.shutdownGraceMs } = {}) {

@@ -4,6 +4,7 @@
 // given up only after idleMs (30 s here, longer than these tests may run).
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import net from 'node:net'
+import http from 'node:http'
 import { spawn } from 'node:child_process'
 import { createHttpBackend } from '../src/backends/http.js'
 import { createWebHdfsBackend } from '../src/backends/webhdfs.js'
@@ -86,6 +87,24 @@ describe('timeouts.connectMs on the connections that carry the bytes', () => {
       expect(String(err?.message)).toMatch(noConnection)
     } finally {
       await backend.close()
+    }
+  }, 10000)
+})
+
+describe('timeouts.connectMs times the connect only', () => {
+  it('not the wait for a free pooled socket while all are busy', async () => {
+    // Each answer takes 800 ms; the target's pool has 2 sockets (2 × concurrency 1).
+    const slow = http.createServer((req, res) => setTimeout(() => res.writeHead(404).end(), 800))
+    await new Promise((resolve) => slow.listen(0, '127.0.0.1', resolve))
+    const backend = createHttpBackend({ name: 'h', url: `http://127.0.0.1:${slow.address().port}/`, timeouts, concurrency: 1 })
+    try {
+      // The third waits ~800 ms for a socket, longer than connectMs (300), and is still answered.
+      const answers = await Promise.allSettled([backend.stat('/a'), backend.stat('/b'), backend.stat('/c')])
+      expect(answers.map((a) => a.status === 'fulfilled' ? a.value : a.reason.message)).toEqual([null, null, null])
+    } finally {
+      await backend.close()
+      slow.closeAllConnections()
+      await new Promise((resolve) => slow.close(resolve))
     }
   }, 10000)
 })

@@ -11,16 +11,17 @@ const ERROR_BODY_LIMIT = 64 * 1024
 const timeoutError = (message) => Object.assign(new Error(message), { code: 'ETIMEDOUT' })
 
 // Destroys `req` with ETIMEDOUT when its socket is idle for `idleMs`, or (with `connectMs`) when
-// its connection is not made in time.
+// its connection is not made in time. The connect is timed from when the request gets a new
+// socket: not while it waits in its agent's queue for one (all sockets busy), nor on a reused one.
 function armTimeouts (req, host, { idleMs, connectMs = 0 }) {
   req.setTimeout(idleMs, () => req.destroy(timeoutError(`no progress from ${host} for ${idleMs} ms`)))
   if (!connectMs) return
-  const timer = setTimeout(() => req.destroy(timeoutError(`no connection to ${host} within ${connectMs} ms`)), connectMs)
   req.once('socket', (socket) => {
-    if (socket.connecting) socket.once('connect', () => clearTimeout(timer))
-    else clearTimeout(timer)
+    if (!socket.connecting) return
+    const timer = setTimeout(() => req.destroy(timeoutError(`no connection to ${host} within ${connectMs} ms`)), connectMs)
+    socket.once('connect', () => clearTimeout(timer))
+    req.once('close', () => clearTimeout(timer))
   })
-  req.once('close', () => clearTimeout(timer))
 }
 
 // Methods that may be sent again when a reused keep-alive socket turns out closed (RFC 9110

@@ -17,6 +17,16 @@ describe('README', () => {
     expect([...documented].sort()).toEqual([...new Set([...API_ERROR_CODES, ...JOB_ERROR_CODES])].sort())
   })
 
+  it('gives each job error code the HTTP status the code answers with', async () => {
+    const errors = await import('../src/errors.js')
+    const status = Object.fromEntries(Object.values(errors).filter((e) => typeof e === 'function' && e.code).map((e) => [e.code, e.statusCode]))
+    const rows = [...section('### Error codes').matchAll(/^\| ((?:`[A-Z0-9_]+`(?:, )?)+) \| (?:yes|no) \| ([0-9, ]+) \|/gm)]
+    expect(rows.length).toBeGreaterThan(10)
+    for (const [, codes, statuses] of rows) {
+      expect(statuses.split(', ').map(Number), codes).toEqual(codes.match(/[A-Z0-9_]+/g).map((c) => status[c]))
+    }
+  })
+
   it('documents every config key', () => {
     const table = section('## Configuration')
     const keys = ['listen', 'stateDir', 'roots', 'token', 'socketMode', 'socketGroup', 'shutdownGraceMs', 'logLevel', 'targets',

@@ -11,6 +11,10 @@ import {
 
 const TRANSFER = { upload, download }
 
+// Of a job's `bytes`, those its current (or last) attempt moved: a resumed download started at
+// `resumedFrom`.
+const movedThisAttempt = (job, bytes) => Math.max(0, bytes - (job.direction === 'download' ? job.resumedFrom ?? 0 : 0))
+
 // A FIFO with O(1) shift, for queues of tens of thousands of jobs.
 class Fifo {
   #items = []
@@ -153,8 +157,7 @@ export class Scheduler {
   // The job as the API shows it: the record plus the live rate of a running transfer.
   view (job) {
     const run = this.running.get(job.id)
-    const moved = Math.max(0, job.bytes - (job.direction === 'download' ? job.resumedFrom ?? 0 : 0))
-    const rate = run ? Math.round(moved / Math.max(0.001, (this.clock() - run.startedAt) / 1000)) : job.rate
+    const rate = run ? Math.round(movedThisAttempt(job, job.bytes) / Math.max(0.001, (this.clock() - run.startedAt) / 1000)) : job.rate
     return { ...job, rate }
   }
 
@@ -341,7 +344,7 @@ export class Scheduler {
       const result = resumed ?? await TRANSFER[job.direction](job, deps)
       Object.assign(job, result)
       // What this attempt moved: a resumed download only the rest, a finished publish nothing.
-      const moved = resumed ? 0 : Math.max(0, result.bytes - (job.direction === 'download' ? job.resumedFrom ?? 0 : 0))
+      const moved = resumed ? 0 : movedThisAttempt(job, result.bytes)
       const seconds = (this.clock() - run.startedAt) / 1000
       if (moved > 0 || result.bytes === 0) job.rate = Math.round(moved / Math.max(0.001, seconds))
       this.metrics.transferDone(job, target.type, 'succeeded', seconds, undefined, moved)

@@ -8,6 +8,7 @@
 // releases (the sinks in datapath.js do). Other bodies are copied, so readSmall() can drain them.
 import net from 'node:net'
 import { Readable } from 'node:stream'
+import { timeConnect } from './http-util.js'
 
 const MAX_HEAD = 64 * 1024
 // What a socket that has been destroyed gets to read into (net asks for the next buffer even
@@ -76,11 +77,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
     })
     socket.setNoDelay(true)
     socket.setTimeout(idleMs, () => fail(Object.assign(new Error(`no data for ${idleMs} ms`), { code: 'ETIMEDOUT' })))
-    if (connectMs) {
-      const timer = setTimeout(() => fail(Object.assign(new Error(`no connection to ${u.host} within ${connectMs} ms`), { code: 'ETIMEDOUT' })), connectMs)
-      socket.once('connect', () => clearTimeout(timer))
-      socket.once('close', () => clearTimeout(timer))
-    }
+    timeConnect(socket, u.host, connectMs, fail)
     socket.once('error', (err) => fail(err))
     socket.once('close', () => {
       signal?.removeEventListener('abort', onAbort)

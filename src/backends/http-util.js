@@ -15,13 +15,16 @@ const timeoutError = (message) => Object.assign(new Error(message), { code: 'ETI
 // socket: not while it waits in its agent's queue for one (all sockets busy), nor on a reused one.
 function armTimeouts (req, host, { idleMs, connectMs = 0 }) {
   req.setTimeout(idleMs, () => req.destroy(timeoutError(`no progress from ${host} for ${idleMs} ms`)))
-  if (!connectMs) return
-  req.once('socket', (socket) => {
-    if (!socket.connecting) return
-    const timer = setTimeout(() => req.destroy(timeoutError(`no connection to ${host} within ${connectMs} ms`)), connectMs)
-    socket.once('connect', () => clearTimeout(timer))
-    req.once('close', () => clearTimeout(timer))
-  })
+  if (connectMs) req.once('socket', (socket) => timeConnect(socket, host, connectMs, (err) => req.destroy(err)))
+}
+
+// Calls `fail` with ETIMEDOUT if `socket`, still connecting, is not connected within `connectMs`
+// (also for http-get.js's own sockets).
+export function timeConnect (socket, host, connectMs, fail) {
+  if (!connectMs || !socket.connecting) return
+  const timer = setTimeout(() => fail(timeoutError(`no connection to ${host} within ${connectMs} ms`)), connectMs)
+  socket.once('connect', () => clearTimeout(timer))
+  socket.once('close', () => clearTimeout(timer))
 }
 
 // Methods that may be sent again when a reused keep-alive socket turns out closed (RFC 9110

@@ -87,11 +87,11 @@ export async function startTestSidecar ({ targets, roots, token = null, extra = 
 }
 
 // The daemon as a real process, configured by a file; `ready` resolves on its "listening" line.
-export async function spawnSidecar (rawConfig, { dir } = {}) {
+export async function spawnSidecar (rawConfig, { dir, nodeArgs = [] } = {}) {
   dir ??= await tempDir('sidecar-proc-')
   const file = path.join(dir, 'config.json')
   await fs.writeFile(file, JSON.stringify(rawConfig))
-  const child = spawn(process.execPath, ['--max-semi-space-size=1', BIN], { env: { ...process.env, SIDECAR_CONFIG: file }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, ['--max-semi-space-size=1', ...nodeArgs, BIN], { env: { ...process.env, SIDECAR_CONFIG: file }, stdio: ['ignore', 'pipe', 'pipe'] })
   const output = []
   const ready = new Promise((resolve, reject) => {
     child.stdout.on('data', (d) => {

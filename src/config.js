@@ -5,6 +5,7 @@ import os from 'node:os'
 import path from 'node:path'
 import net from 'node:net'
 import { execFileSync } from 'node:child_process'
+import { bindPathBytes } from './listeners.js'
 
 export class ConfigError extends Error {
   constructor (field, message) {
@@ -16,7 +17,6 @@ export class ConfigError extends Error {
 
 const TARGET_NAME = /^[A-Za-z0-9_.-]{1,64}$/
 const UNIX_PATH_MAX = 107
-const BIND_SUFFIX_BYTES = '/.XXXXXX/s'.length
 const KNOWN_TOP = new Set(['listen', 'stateDir', 'roots', 'token', 'socketMode', 'socketGroup', 'targets',
   'queue', 'retry', 'timeouts', 'shutdownGraceMs', 'logLevel', 'spool', 'callbacks'])
 const TARGET_COMMON = ['type', 'concurrency', 'retry', 'timeouts', 'tempSuffix']
@@ -142,7 +142,7 @@ function parseListen (entry, field, hasToken) {
     // sockaddr_un.sun_path: 108 bytes with the NUL. Node binds a longer path cut short, silently.
     if (Buffer.byteLength(file) > UNIX_PATH_MAX) throw new ConfigError(field, `the socket path is ${Buffer.byteLength(file)} bytes; unix sockets allow at most ${UNIX_PATH_MAX}`)
     // It is bound first as <dir>/.XXXXXX/s (listeners.js), 10 bytes longer than its directory.
-    const bound = Buffer.byteLength(path.dirname(file)) + BIND_SUFFIX_BYTES
+    const bound = bindPathBytes(file)
     if (bound > UNIX_PATH_MAX) throw new ConfigError(field, `the socket's directory is too long: the socket is bound as <dir>/.XXXXXX/s first, ${bound} bytes; unix sockets allow at most ${UNIX_PATH_MAX}`)
     return { type: 'unix', path: file }
   }

@@ -95,14 +95,19 @@ export async function listenAll (app, config) {
   return servers
 }
 
+// Where the socket at `file` is bound first: <its dir>/.XXXXXX/s (mkdtemp adds six characters).
+const bindDirPrefix = (file) => `${path.dirname(file)}/.`
+const BOUND_NAME = 's'
+export const bindPathBytes = (file) => Buffer.byteLength(bindDirPrefix(file)) + 'XXXXXX/'.length + BOUND_NAME.length
+
 // A unix socket is bound in a directory of its own that only we can enter (mkdtemp: 0700), given
 // its group, then its mode, and only then linked under its path: nobody else can connect in
 // between, whatever the umask. The umask itself is left alone: it is the process's, and libuv's
 // pool threads (the spool, the journal, a job submitted over TCP meanwhile) create files under it
 // at any moment. link(), not rename(): a socket somebody put at the path meanwhile is not replaced.
 async function listenPrivately (server, file, config) {
-  const dir = await fs.mkdtemp(`${path.dirname(file)}/.`) // beside the socket, hidden
-  const bound = path.join(dir, 's')
+  const dir = await fs.mkdtemp(bindDirPrefix(file)) // beside the socket, hidden
+  const bound = path.join(dir, BOUND_NAME)
   try {
     await listen(server, bound)
     try {

@@ -1,6 +1,9 @@
 // No Docker engine here, so the image is checked by doing what its Dockerfile does: the same
 // COPY set into a fresh directory, the same RUN commands, then ENTRYPOINT with the image's ENV,
 // and the HEALTHCHECK command against it. A Dockerfile step that breaks makes this fail.
+// The ENTRYPOINT listens on the embedded default 127.0.0.1:8765, so it runs (and the HEALTHCHECK
+// with it) in a network namespace of its own, as in a container: a daemon already on this host's
+// port 8765 neither fails the test nor answers its health check.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
@@ -18,8 +21,22 @@ function parseEnv () {
   return env
 }
 
+// A process holding a new network namespace with its loopback up (root: unshare(CLONE_NEWNET));
+// `inNetns(cmd)` is the argv that runs cmd inside it.
+async function privateNetwork () {
+  const holder = spawn('unshare', ['--net', 'sh', '-c', 'ip link set lo up && echo up && exec sleep 3600'], { stdio: ['ignore', 'pipe', 'pipe'] })
+  await new Promise((resolve, reject) => {
+    let out = ''
+    holder.stdout.on('data', (d) => { out += d; if (out.includes('up')) resolve() })
+    holder.stderr.on('data', (d) => { out += d })
+    holder.once('error', reject)
+    holder.once('exit', (code) => reject(new Error(`unshare --net (needs root and iproute2) exited ${code}: ${out}`)))
+  })
+  return { inNetns: (argv) => ['nsenter', [`--net=/proc/${holder.pid}/ns/net`, '--', ...argv]], stop: () => holder.kill('SIGKILL') }
+}
+
 describe('Dockerfile', () => {
-  let app, child, state
+  let app, child, state, net
   const env = parseEnv()
 
   beforeAll(async () => {
@@ -40,6 +57,7 @@ describe('Dockerfile', () => {
 
   afterAll(async () => {
     child?.kill('SIGTERM')
+    net?.stop()
   })
 
   it('is based on node:20-slim, runs as a non-root user, keeps state in a volume, checks health', () => {
@@ -52,8 +70,10 @@ describe('Dockerfile', () => {
 
   it('starts from its ENTRYPOINT on the embedded default and passes its HEALTHCHECK', async () => {
     state = await tempDir('docker-state-')
+    net = await privateNetwork()
+    const node = (argv) => argv[0] === 'node' ? [process.execPath, ...argv.slice(1)] : argv
     const entry = JSON.parse(instr('ENTRYPOINT')[0])
-    child = spawn(entry[0] === 'node' ? process.execPath : entry[0], entry.slice(1), {
+    child = spawn(...net.inNetns(node(entry)), { // nsenter execs node: child is the daemon
       cwd: app,
       env: { PATH: process.env.PATH, ...env, STATE_DIRECTORY: state, HOME: state }
     })
@@ -64,7 +84,7 @@ describe('Dockerfile', () => {
       child.once('exit', (code) => reject(new Error(`entrypoint exited ${code}: ${out}`)))
     })
     const health = JSON.parse(instr('HEALTHCHECK')[0].replace(/^.*CMD\s+/, ''))
-    const run = () => execFileSync(health[0] === 'node' ? process.execPath : health[0], health.slice(1), { env: { ...env } })
+    const run = () => execFileSync(...net.inNetns(node(health)), { env: { ...env }, stdio: 'pipe' })
     expect(run).not.toThrow()
     child.kill('SIGTERM')
     await new Promise((resolve) => child.once('exit', resolve))

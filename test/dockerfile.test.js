@@ -9,6 +9,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { execFileSync, spawn } from 'node:child_process'
 import { tempDir } from './helpers/sidecar.js'
+import { privateNetwork } from './helpers/netns.js'
 
 const repo = new URL('..', import.meta.url).pathname
 const text = await fs.readFile(path.join(repo, 'Dockerfile'), 'utf8')
@@ -19,20 +20,6 @@ function parseEnv () {
   const env = {}
   for (const e of instr('ENV')) for (const m of e.matchAll(/(\w+)=(\S+)/g)) env[m[1]] = m[2]
   return env
-}
-
-// A process holding a new network namespace with its loopback up (root: unshare(CLONE_NEWNET));
-// `inNetns(cmd)` is the argv that runs cmd inside it.
-async function privateNetwork () {
-  const holder = spawn('unshare', ['--net', 'sh', '-c', 'ip link set lo up && echo up && exec sleep 3600'], { stdio: ['ignore', 'pipe', 'pipe'] })
-  await new Promise((resolve, reject) => {
-    let out = ''
-    holder.stdout.on('data', (d) => { out += d; if (out.includes('up')) resolve() })
-    holder.stderr.on('data', (d) => { out += d })
-    holder.once('error', reject)
-    holder.once('exit', (code) => reject(new Error(`unshare --net (needs root and iproute2) exited ${code}: ${out}`)))
-  })
-  return { inNetns: (argv) => ['nsenter', [`--net=/proc/${holder.pid}/ns/net`, '--', ...argv]], stop: () => holder.kill('SIGKILL') }
 }
 
 describe('Dockerfile', () => {
@@ -73,7 +60,7 @@ describe('Dockerfile', () => {
     net = await privateNetwork()
     const node = (argv) => argv[0] === 'node' ? [process.execPath, ...argv.slice(1)] : argv
     const entry = JSON.parse(instr('ENTRYPOINT')[0])
-    child = spawn(...net.inNetns(node(entry)), { // nsenter execs node: child is the daemon
+    child = spawn(...net.argv(node(entry)), { // nsenter execs node: child is the daemon
       cwd: app,
       env: { PATH: process.env.PATH, ...env, STATE_DIRECTORY: state, HOME: state }
     })
@@ -84,7 +71,7 @@ describe('Dockerfile', () => {
       child.once('exit', (code) => reject(new Error(`entrypoint exited ${code}: ${out}`)))
     })
     const health = JSON.parse(instr('HEALTHCHECK')[0].replace(/^.*CMD\s+/, ''))
-    const run = () => execFileSync(...net.inNetns(node(health)), { env: { ...env }, stdio: 'pipe' })
+    const run = () => execFileSync(...net.argv(node(health)), { env: { ...env }, stdio: 'pipe' })
     expect(run).not.toThrow()
     child.kill('SIGTERM')
     await new Promise((resolve) => child.once('exit', resolve))

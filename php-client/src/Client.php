@@ -94,6 +94,10 @@ final class Client
         if ($spool !== null && (!is_string($spool) || $spool === '' || !is_dir($spool))) {
             throw new InvalidArgumentException(sprintf('spool: must be null or an existing directory, got %s', json_encode($spool)));
         }
+        // Found now, not at the first outage: a spool this PHP user cannot write to.
+        if ($spool !== null && !is_writable($spool)) {
+            throw new InvalidArgumentException(sprintf('spool: %s is not writable by this PHP user', json_encode($spool)));
+        }
         $this->spool = $spool === null ? null : new Spool($spool);
         $this->baseHeaders = ['Host' => 'localhost', 'User-Agent' => 'transfer-sidecar-php/0.1'];
         if ($token !== null) {
@@ -131,8 +135,8 @@ final class Client
      * closes without reading the answer. A few µs faster than upload(), and unsafe: nothing tells
      * you whether the job was accepted. A job the daemon refuses (invalid, 429 QUEUE_FULL, 503) is
      * silently lost, and in a burst the daemon's accept queue overflows: a bare write-and-close
-     * hand-off lost 1318–1407 of 2000 jobs over a unix socket in our measurements (EAGAIN on
-     * connect), and stalled for 1 s per dropped SYN over TCP. Here connect and write failures still
+     * hand-off lost 1318–1471 of 2000 jobs over a unix socket in our measurements (EAGAIN on
+     * connect; see the README), and stalled for 1 s per dropped SYN over TCP. Here connect and write failures still
      * go to the spool (or throw), but anything after the write goes unseen.
      * Use upload()/download() (they read the 202, which the daemon sends after its journal's
      * fdatasync: ~0.7–1 ms on this project's test machine) unless losing the job is
@@ -219,7 +223,10 @@ final class Client
         }
     }
 
-    /** Seconds the last upload()/download()/send() took, spool fallback included; null before any. */
+    /**
+     * Seconds the last upload()/download()/send() took to hand its job off (to the daemon, or to
+     * the spool); null before any, and after a call that threw (it handed nothing off).
+     */
     public function lastHandoffSeconds(): ?float
     {
         return $this->lastHandoffSeconds;
@@ -255,16 +262,15 @@ final class Client
      * Content-Length, Content-Range and Accept-Ranges headers (not under the CLI or once headers
      * are sent), then copies the body to php://output in 64 KiB pieces. Returns the bytes copied.
      *
-     * @param string|null $range an HTTP Range value, e.g. $_SERVER['HTTP_RANGE'] ("bytes=0-1023")
+     * @param string|null $range an HTTP Range value, e.g. $_SERVER['HTTP_RANGE'] ("bytes=0-1023");
+     *                           one that is not a bytes range (another unit, over 200 characters) is
+     *                           ignored, as HTTP requires of a server (RFC 9110 14.2): the whole file
      * @throws ConnectionException the daemon could not be reached, or the body broke off midway
      */
     public function passthru(string $target, string $remote, ?string $range = null): int
     {
         $headers = [];
-        if ($range !== null) {
-            if (preg_match('/^bytes=[0-9, -]{1,200}$/D', $range) !== 1) {
-                throw new InvalidArgumentException(sprintf('range: %s is not a bytes range', json_encode(substr($range, 0, 100))));
-            }
+        if ($range !== null && preg_match('/^bytes=[0-9, -]{1,200}$/D', $range) === 1) {
             $headers['Range'] = $range;
         }
         [$connection, $response] = $this->roundTrip('GET', self::streamUrl($target, $remote), null, $this->readTimeout, $headers);
@@ -319,6 +325,8 @@ final class Client
                 throw new InvalidArgumentException(sprintf('%s: unknown job option (allowed: %s)', $key, implode(', ', self::JOB_OPTIONS)));
             }
         }
+        // null is "not given", as in the daemon's API: ['sha256' => $maybeHash] is fine.
+        $options = array_filter($options, static fn ($value): bool => $value !== null);
         // Your own id makes a retry after a ConnectionException or UnavailableException safe: the
         // daemon answers a resubmission of the same id and body with the job it may already have.
         if (array_key_exists('id', $options) && (!is_string($options['id']) || !JobId::isValid($options['id']))) {
@@ -357,15 +365,24 @@ final class Client
             // broken pipe would look like a daemon that is down (and send the job to the spool).
             throw new RequestException(413, 'PAYLOAD_TOO_LARGE', sprintf('the job is %d bytes of JSON, over the daemon\'s %d', strlen($body), self::MAX_BODY_BYTES), $id);
         }
+        // Only a call that handed the job off (202, or the spool) has a hand-off time to report;
+        // one that threw leaves null, which observeLastHandoff() skips.
+        $seconds = null;
+        $handedOff = static function () use (&$seconds, $started, $id): string {
+            $seconds = (hrtime(true) - $started) / 1e9;
+            return $id;
+        };
         try {
             try {
                 if (!$acked) {
                     $this->fireAndForget($body);
-                    return $id;
+                    return $handedOff();
                 }
                 $response = $this->exchange('POST', '/v1/jobs', $body, $this->readTimeout);
-                if ($response->status === 202 || $response->status === 200) {
-                    return $id;
+                // The daemon answers {"id","state"} of this job: any other 200 (a proxy's page,
+                // another service on the port) is not a hand-off, and goes to the spool.
+                if (($response->status === 202 || $response->status === 200) && ($response->json()['id'] ?? null) === $id) {
+                    return $handedOff();
                 }
                 $reason = $this->failure($response, $id);
                 if ($reason instanceof RequestException) {
@@ -382,9 +399,9 @@ final class Client
             } catch (SpoolException $e) {
                 throw new SpoolException(sprintf('the daemon could not take job %s (%s) and %s', $id, $reason->getMessage(), $e->getMessage()), 0, $reason);
             }
-            return $id;
+            return $handedOff();
         } finally {
-            $this->lastHandoffSeconds = (hrtime(true) - $started) / 1e9;
+            $this->lastHandoffSeconds = $seconds;
             $this->lastHandoffAcked = $acked;
         }
     }
@@ -420,7 +437,9 @@ final class Client
         if ($response->status === 404 && $id !== null && $error['code'] === 'JOB_NOT_FOUND') {
             return new JobNotFoundException(404, $error['code'], $error['message'], $id);
         }
-        if ($response->status >= 400 && $response->status < 500 && $response->status !== 429) {
+        // A 4xx with the daemon's {"error":{"code":…}} refused the request as sent; a 4xx without
+        // it came from something else on the way (HTTP_<status>), like an unexpected 201 or 302.
+        if ($response->status >= 400 && $response->status < 500 && $response->status !== 429 && !str_starts_with($error['code'], 'HTTP_')) {
             return new RequestException($response->status, $error['code'], $error['message'], $id);
         }
         $retryAfter = $response->header('retry-after');
@@ -538,7 +557,12 @@ final class Client
         if ($target === '') {
             throw new InvalidArgumentException('target: must not be empty');
         }
-        $segments = array_values(array_filter(explode('/', $remote), static fn (string $s): bool => $s !== ''));
+        // As the daemon normalises `remote`: empty and "." segments dropped, ".." refused (an
+        // X-Accel-Redirect goes through nginx, which would resolve it, before the daemon sees it).
+        $segments = array_values(array_filter(explode('/', $remote), static fn (string $s): bool => $s !== '' && $s !== '.'));
+        if (in_array('..', $segments, true)) {
+            throw new InvalidArgumentException('remote: must not contain ".." segments');
+        }
         if ($segments === []) {
             throw new InvalidArgumentException('remote: must name a file, e.g. "/2026/a.bin"');
         }

@@ -25,6 +25,7 @@ final class DirectCurl
 {
     private ?Client $reporter;
     private ?\CurlHandle $handle = null;
+    private ?\CurlShareHandle $connections = null;
     private float $connectTimeout;
 
     public function __construct(?Client $reporter = null, float $connectTimeout = 10.0)
@@ -150,6 +151,10 @@ final class DirectCurl
             if ($status !== 200) {
                 throw new TransferException(sprintf('GET %s answered HTTP %d: %s', self::redact($url), $status, self::remoteError((string) $data)));
             }
+            // The handle keeps its own reference to the answer until its next curl_exec(), which
+            // curl_reset() does not drop: without this the file-sized string would outlive the
+            // call, and count in the next call's peak. Its connections stay in the share.
+            $this->handle = null;
             $bytes = strlen((string) $data);
             if (@file_put_contents($local, $data) !== $bytes) {
                 @unlink($local);
@@ -230,9 +235,16 @@ final class DirectCurl
         return $sent;
     }
 
-    /** One handle per object, reset between requests: its connection cache keeps connections alive. */
+    /**
+     * One handle per object, reset between requests; its connections are kept alive in a share
+     * (CURL_LOCK_DATA_CONNECT), so they outlive a handle dropped after a buffered download.
+     */
     private function handle(): \CurlHandle
     {
+        if ($this->connections === null) {
+            $this->connections = curl_share_init();
+            curl_share_setopt($this->connections, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+        }
         if ($this->handle === null) {
             $handle = curl_init();
             if ($handle === false) {
@@ -242,6 +254,7 @@ final class DirectCurl
         } else {
             curl_reset($this->handle);
         }
+        curl_setopt($this->handle, CURLOPT_SHARE, $this->connections);
         curl_setopt($this->handle, CURLOPT_CONNECTTIMEOUT_MS, (int) ($this->connectTimeout * 1000));
         return $this->handle;
     }

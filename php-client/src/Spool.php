@@ -42,12 +42,17 @@ final class Spool
     }
 
     /**
-     * Writes the encoded job body atomically; returns the final path.
+     * Writes the encoded job body atomically; returns the final path. $json is the whole job as
+     * POST /v1/jobs takes it, with "id": $id (the daemon rejects a file whose name is not its id).
      */
     public function write(string $id, string $json): string
     {
         if (!JobId::isValid($id)) {
             throw new InvalidArgumentException(sprintf('spool: job id %s does not match %s', json_encode($id), JobId::PATTERN));
+        }
+        $job = json_decode($json, true);
+        if (!is_array($job) || ($job['id'] ?? null) !== $id) {
+            throw new InvalidArgumentException(sprintf('spool: the job body must be a JSON object with "id": %s', json_encode($id)));
         }
         $final = $this->pathFor($id);
         $temp = sprintf('%s/.tmp-%s-%s', $this->dir, $id, bin2hex(random_bytes(6)));

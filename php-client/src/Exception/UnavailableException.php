@@ -27,7 +27,10 @@ final class UnavailableException extends \RuntimeException implements SidecarExc
         return $this->status;
     }
 
-    /** The daemon's error code, e.g. QUEUE_FULL, or null when the body had none. */
+    /**
+     * The daemon's error code, e.g. QUEUE_FULL; HTTP_<status> when the answer had none (something
+     * else answered); null for a status() answer whose body was not JSON.
+     */
     public function getErrorCode(): ?string
     {
         return $this->errorCode;

@@ -9,6 +9,7 @@ declare(strict_types=1);
 //   {"reply": …, "pause": 2}   the same, then say nothing for 2 s
 //   {"close": true}            read one request, close without answering
 //   {"silent": 1.5}            read one request, say nothing for 1.5 s, close
+// In a reply, 22 "@" stand for the 22-character id of the job in the request's JSON body.
 // When a connection's steps are done it is closed. Every request read is appended to LOG as
 // {"conn": <n>, "head": "...", "body": "..."}. Prints READY once listening; exits after the script.
 
@@ -54,7 +55,9 @@ foreach ($script as $n => $steps) {
         }
         file_put_contents($logFile, json_encode(['conn' => $n] + $request) . "\n", FILE_APPEND);
         if (isset($step['reply'])) {
-            fwrite($conn, base64_decode($step['reply']));
+            $id = json_decode($request['body'], true)['id'] ?? null;
+            $reply = base64_decode($step['reply']);
+            fwrite($conn, is_string($id) && strlen($id) === 22 ? str_replace(str_repeat('@', 22), $id, $reply) : $reply);
             if (isset($step['pause'])) {
                 usleep((int) ($step['pause'] * 1e6));
             }

@@ -64,6 +64,28 @@ final class DirectCurlTest extends IntegrationTestCase
         unlink($back);
     }
 
+    /**
+     * php-curl's handle keeps its own reference to a RETURNTRANSFER answer until its next
+     * curl_exec(): the file-sized string outlived the buffered call, and counted in the peak of
+     * the streamed call after it (and in its sidecar_php_peak_memory_bytes). The connection is
+     * still reused (one share for the object's handles).
+     */
+    public function testABufferedDownloadLeavesNothingBehindForTheNextCall(): void
+    {
+        $curl = new DirectCurl();
+        [$src] = self::makeFile('direct-after-buffered.src', self::SIZE);
+        $url = self::env('HTTPD_UPLOAD_URL') . sprintf('php-direct-%s-after-buffered.bin', self::$run);
+        $back = static::$dir . '/direct-after-buffered.back';
+        $curl->uploadHttp($url, $src, 'streamed');
+        $before = memory_get_usage();
+        $curl->downloadHttp($url, $back, 'buffered');
+        self::assertLessThan(self::SIZE / 8, memory_get_usage() - $before, 'the answer is freed when the call returns');
+        $streamed = $curl->downloadHttp($url, $back, 'streamed');
+        self::assertLessThan(self::SIZE / 8, $streamed['peakMemoryBytes'] - $before, 'the streamed call\'s peak holds no earlier answer');
+        unlink($src);
+        unlink($back);
+    }
+
     public function testAFailedTransferIsReportedThenThrown(): void
     {
         $curl = new DirectCurl(self::unixClient());

@@ -18,6 +18,9 @@ final class StubServer
     /** @var array<int, resource> */
     private array $pipes = [];
 
+    /** In a reply, stands for the generated id (22 characters) of the job in the request's body. */
+    public const REQUEST_ID = '@@@@@@@@@@@@@@@@@@@@@@';
+
     /** @param list<list<array<string, mixed>>> $connections */
     public function __construct(array $connections)
     {

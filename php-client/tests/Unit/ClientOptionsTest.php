@@ -36,6 +36,35 @@ final class ClientOptionsTest extends TestCase
     }
 
     /**
+     * A spool PHP cannot write to is refused when the client is made, not found out at the first
+     * daemon outage (as a SpoolException, the job lost). Root may write anywhere, so as root the
+     * check runs as nobody, on a copy of the library nobody can read.
+     */
+    public function testASpoolThisUserCannotWriteIsRefusedAtOnce(): void
+    {
+        $dir = sys_get_temp_dir() . '/sidecar-ro-' . bin2hex(random_bytes(6));
+        mkdir($dir . '/spool', 0755, true);
+        chmod($dir, 0755);
+        $copy = $dir . '/src';
+        exec(sprintf('cp -R %s %s', escapeshellarg(realpath(__DIR__ . '/../../src')), escapeshellarg($copy)), $_, $code);
+        self::assertSame(0, $code);
+        $php = sprintf('spl_autoload_register(static function ($c) { $f = %s . "/" . str_replace("\\\\", "/", substr($c, 16)) . ".php"; if (is_file($f)) require $f; });', var_export($copy, true))
+            . sprintf('try { new TransferSidecar\Client(["spool" => %s]); echo "accepted"; } catch (TransferSidecar\Exception\InvalidArgumentException $e) { echo $e->getMessage(); }', var_export($dir . '/spool', true));
+        try {
+            $asRoot = function_exists('posix_geteuid') && posix_geteuid() === 0;
+            if (!$asRoot) {
+                chmod($dir . '/spool', 0555);
+            }
+            $out = (string) shell_exec(($asRoot ? 'runuser -u nobody -- ' : '') . escapeshellarg(PHP_BINARY) . ' -r ' . escapeshellarg($php) . ' 2>&1');
+            self::assertStringStartsWith('spool:', $out);
+            self::assertStringContainsString('is not writable by this PHP user', $out);
+        } finally {
+            chmod($dir . '/spool', 0755);
+            exec('rm -rf ' . escapeshellarg($dir));
+        }
+    }
+
+    /**
      * @dataProvider badOptions
      * @param array<string, mixed> $options
      */
@@ -136,7 +165,6 @@ final class ClientOptionsTest extends TestCase
             'direction' => static fn () => $client->send('sideways', 'local', '/srv/a', '/a'),
             'id' => static fn () => $client->status('../../metrics'),
             'timeout' => static fn () => $client->wait(str_repeat('a', 22), 301),
-            'range' => static fn () => $client->passthru('local', '/a', "bytes=0-1\r\nX-Evil: 1"),
         ];
         foreach ($cases as $key => $call) {
             try {
@@ -160,7 +188,15 @@ final class ClientOptionsTest extends TestCase
         self::assertSame('/v1/stream/hdfs/a/b', Client::streamUrl('hdfs', 'a//b/'));
         self::assertSame('/v1/stream/my.target/%3Fq%3D1/%23frag/100%25/%C3%A4%2B.txt', Client::streamUrl('my.target', '/?q=1/#frag/100%/ä+.txt'));
         self::assertSame('/v1/stream/a%2Fb/x', Client::streamUrl('a/b', '/x'));
-        self::assertSame('/v1/stream/t/..', Client::streamUrl('t', '/..'), 'the daemon refuses .. itself');
+        self::assertSame('/v1/stream/t/a/b', Client::streamUrl('t', '/./a/./b'), '"." segments dropped, as the daemon does');
+        foreach (['/..', '/a/../../etc/passwd', 'a/..'] as $remote) {
+            try {
+                Client::accelRedirectHeader('t', $remote);
+                self::fail($remote . ' accepted');
+            } catch (InvalidArgumentException $e) {
+                self::assertSame('remote: must not contain ".." segments', $e->getMessage(), 'nginx would resolve it before the daemon sees it');
+            }
+        }
     }
 
     public function testAccelRedirectHeader(): void

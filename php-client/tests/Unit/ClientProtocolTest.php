@@ -33,7 +33,7 @@ final class ClientProtocolTest extends TestCase
         rmdir($this->spool);
     }
 
-    private static function accepted(string $id = 'x'): string
+    private static function accepted(string $id = StubServer::REQUEST_ID): string
     {
         return StubServer::answer(202, 'Accepted', json_encode(['id' => $id, 'state' => 'queued']), ['Keep-Alive' => 'timeout=5']);
     }
@@ -80,7 +80,7 @@ final class ClientProtocolTest extends TestCase
         $job = json_encode(['id' => 'abcdefgh', 'state' => 'succeeded']);
         $stub = new StubServer([[
             ['reply' => self::accepted()],
-            ['reply' => StubServer::answer(200, 'OK', json_encode(['id' => 'x', 'state' => 'queued']))],
+            ['reply' => StubServer::answer(200, 'OK', json_encode(['id' => StubServer::REQUEST_ID, 'state' => 'queued']))],
             ['reply' => StubServer::answer(200, 'OK', $job)],
             ['reply' => StubServer::answer(200, 'OK', $job)],
             ['reply' => StubServer::answer(202, 'Accepted', '{"accepted":true}')],
@@ -131,9 +131,20 @@ final class ClientProtocolTest extends TestCase
             self::assertStringContainsString('no target named "nope"', $e->getMessage());
             self::assertMatchesRegularExpression('/^[A-Za-z0-9_-]{22}$/', (string) $e->getJobId());
         }
+        self::assertNull($client->lastHandoffSeconds(), 'a call that threw handed nothing off: observeLastHandoff() must not report it');
         $client->close();
         $stub->finish();
         self::assertSame([], $this->spooled());
+    }
+
+    public function testAnOptionSetToNullIsLeftOutAsInTheDaemonsApi(): void
+    {
+        $stub = new StubServer([[['reply' => self::accepted()]]]);
+        $client = new Client(['socket' => $stub->socket]);
+        $id = $client->upload('local', '/srv/a', '/a', ['id' => null, 'overwrite' => null, 'sha256' => null, 'callback' => null]);
+        $client->close();
+        [$request] = $stub->finish();
+        self::assertSame(['id' => $id, 'direction' => 'upload', 'target' => 'local', 'local' => '/srv/a', 'remote' => '/a'], json_decode($request['body'], true));
     }
 
     /** @return iterable<string, array{0: list<list<array<string, mixed>>>}> */
@@ -144,6 +155,10 @@ final class ClientProtocolTest extends TestCase
         yield '500 without JSON' => [[[['reply' => StubServer::answer(500, 'Internal Server Error', 'oops', ['Content-Type' => 'text/plain'])]]]];
         yield 'closed without answering' => [[[['close' => true]]]];
         yield 'closed inside the head' => [[[['reply' => "HTTP/1.1 202 Acc"]]]];
+        // Something other than the daemon answered: a proxy's login page, another service.
+        yield '200 that is not the daemon\'s answer for this job' => [[[['reply' => StubServer::answer(200, 'OK', '<html>proxy login</html>', ['Content-Type' => 'text/html'])]]]];
+        yield '202 naming another job' => [[[['reply' => StubServer::answer(202, 'Accepted', json_encode(['id' => 'another-job-id', 'state' => 'queued']))]]]];
+        yield '404 without the daemon\'s error body' => [[[['reply' => StubServer::answer(404, 'Not Found', 'not here', ['Content-Type' => 'text/plain'])]]]];
     }
 
     /**
@@ -174,9 +189,11 @@ final class ClientProtocolTest extends TestCase
             $client->upload('hdfs', '/srv/a', '/a');
             self::fail('no exception');
         } catch (UnavailableException $e) {
-            self::assertGreaterThanOrEqual(429, $e->getStatus());
-            if ($e->getStatus() !== 500) {
+            self::assertContains($e->getStatus(), [200, 202, 404, 429, 500, 503]);
+            if ($e->getStatus() === 429 || $e->getStatus() === 503) {
                 self::assertSame(1, $e->getRetryAfter());
+            } elseif ($e->getStatus() !== 202) {
+                self::assertSame('HTTP_' . $e->getStatus(), $e->getErrorCode());
             }
         } catch (ConnectionException $e) {
             self::assertStringContainsString('closed', $e->getMessage());
@@ -298,6 +315,7 @@ final class ClientProtocolTest extends TestCase
         $stub = new StubServer([[
             ['reply' => StubServer::answer(206, 'Partial Content', $body, ['Content-Type' => 'application/octet-stream', 'Content-Range' => 'bytes 0-299999/400000', 'Accept-Ranges' => 'bytes'])],
             ['reply' => StubServer::error(404, 'Not Found', 'REMOTE_NOT_FOUND', '/x does not exist')],
+            ['reply' => StubServer::answer(200, 'OK', 'whole', ['Content-Type' => 'application/octet-stream'])],
         ]]);
         $client = new Client(['socket' => $stub->socket]);
         ob_start();
@@ -311,10 +329,18 @@ final class ClientProtocolTest extends TestCase
         $out = ob_get_clean();
         self::assertSame(strlen($out), $n);
         self::assertSame('REMOTE_NOT_FOUND', json_decode($out, true)['error']['code']);
+
+        // A Range that is not a bytes range, straight from a browser, is ignored (RFC 9110 14.2):
+        // the whole file, not an exception (a 500 page); and nothing of it reaches the request.
+        ob_start();
+        $n = $client->passthru('files', '/y', "items=1-2\r\nX-Evil: 1");
+        self::assertSame('whole', ob_get_clean());
         $client->close();
         $requests = $stub->finish();
-        self::assertSame([0, 0], array_column($requests, 'conn'));
+        self::assertSame([0, 0, 0], array_column($requests, 'conn'));
         self::assertStringStartsWith("GET /v1/stream/files/2026/a%20b.bin HTTP/1.1\r\n", $requests[0]['head']);
         self::assertStringContainsString("\r\nRange: bytes=0-299999\r\n", $requests[0]['head']);
+        self::assertStringNotContainsString('Range', $requests[2]['head']);
+        self::assertStringNotContainsString('X-Evil', $requests[2]['head']);
     }
 }

@@ -47,7 +47,7 @@ final class SpoolTest extends TestCase
     {
         $spool = new Spool($this->dir);
         $id = JobId::generate();
-        $spool->write($id, str_repeat('x', 100000));
+        $spool->write($id, json_encode(['id' => $id, 'remote' => '/' . str_repeat('x', 100000)]));
         $spool->write($id, '{"id":"' . $id . '"}');
         self::assertSame('{"id":"' . $id . '"}', file_get_contents($spool->pathFor($id)));
         self::assertCount(1, array_diff(scandir($this->dir), ['.', '..']));
@@ -66,8 +66,8 @@ final class SpoolTest extends TestCase
             self::fail('this test needs strace (scripts/test-all.sh installs it)');
         }
         $id = JobId::generate();
-        $script = sprintf('require %s; (new TransferSidecar\Spool(%s))->write(%s, "{}");',
-            var_export(realpath(__DIR__ . '/../../src/Spool.php'), true), var_export($this->dir, true), var_export($id, true));
+        $script = sprintf('require %s; (new TransferSidecar\Spool(%s))->write(%s, %s);',
+            var_export(realpath(__DIR__ . '/../../src/Spool.php'), true), var_export($this->dir, true), var_export($id, true), var_export(json_encode(['id' => $id]), true));
         $script = sprintf('require %s; ', var_export(realpath(__DIR__ . '/../../src/JobId.php'), true))
             . sprintf('require %s; ', var_export(realpath(__DIR__ . '/../../src/Exception/SidecarException.php'), true))
             . $script;
@@ -94,14 +94,30 @@ final class SpoolTest extends TestCase
     public function testRefusesAnIdThatIsNotAJobId(): void
     {
         $this->expectException(InvalidArgumentException::class);
-        (new Spool($this->dir))->write('../escape', '{}');
+        (new Spool($this->dir))->write('../escape', '{"id":"../escape"}');
+    }
+
+    /** The daemon moves a file whose name is not the id of the job it holds to rejected/. */
+    public function testRefusesABodyWithoutTheSameId(): void
+    {
+        $id = JobId::generate();
+        foreach (['{}', 'not json', json_encode(['id' => JobId::generate()]), json_encode([$id])] as $json) {
+            try {
+                (new Spool($this->dir))->write($id, $json);
+                self::fail($json . ' accepted');
+            } catch (InvalidArgumentException $e) {
+                self::assertStringStartsWith('spool: the job body', $e->getMessage());
+            }
+        }
+        self::assertSame([], array_values(array_diff(scandir($this->dir), ['.', '..'])), 'nothing written');
     }
 
     public function testAMissingDirectoryIsASpoolException(): void
     {
         $spool = new Spool($this->dir . '/missing');
+        $id = JobId::generate();
         try {
-            $spool->write(JobId::generate(), '{}');
+            $spool->write($id, json_encode(['id' => $id]));
             self::fail('no exception');
         } catch (SpoolException $e) {
             self::assertStringContainsString('/missing/.tmp-', $e->getMessage());
@@ -113,8 +129,9 @@ final class SpoolTest extends TestCase
         // Like a framework's handler: @-suppressed warnings are "handled" (null), so PHP does not
         // record them for error_get_last().
         set_error_handler(static fn (): ?bool => null);
+        $id = JobId::generate();
         try {
-            (new Spool($this->dir . '/missing'))->write(JobId::generate(), '{}');
+            (new Spool($this->dir . '/missing'))->write($id, json_encode(['id' => $id]));
             self::fail('no exception');
         } catch (SpoolException $e) {
             self::assertStringContainsString('No such file or directory', $e->getMessage());

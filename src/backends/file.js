@@ -94,7 +94,7 @@ export function createFileBackend (target) {
       try {
         handle = await fs.open(full(remote), READ_FLAGS)
       } catch (err) {
-        if (err.code === 'ENOENT' || err.code === 'ENOTDIR') throw new RemoteNotFoundError(`${remote} does not exist`)
+        if (err.code === 'ENOENT' || err.code === 'ENOTDIR') throw new RemoteNotFoundError(`${remote} does not exist${target.name ? ` on ${target.name}` : ''}`)
         throw storeError(err, where(remote))
       }
       // open() takes a directory; reading it would fail later, as if the local side had.

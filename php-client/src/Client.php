@@ -358,6 +358,7 @@ final class Client
     private function handOff(array $job, bool $acked): string
     {
         $started = hrtime(true);
+        $this->lastHandoffSeconds = null;
         $id = $job['id'];
         $body = self::encode($job);
         if (strlen($body) > self::MAX_BODY_BYTES) {

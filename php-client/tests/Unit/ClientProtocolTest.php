@@ -235,13 +235,16 @@ final class ClientProtocolTest extends TestCase
     public function testARequestOverTheDaemonsBodyLimitIsRefusedBeforeSendingAndNotSpooled(): void
     {
         $client = new Client(['socket' => $this->spool . '/no.sock', 'spool' => $this->spool]);
+        $spooled = $client->upload('hdfs', '/srv/a', '/a'); // handed off to the spool
+        self::assertGreaterThan(0, $client->lastHandoffSeconds());
         try {
             $client->upload('hdfs', '/srv/a', '/' . str_repeat('a', 70000));
             self::fail('no exception');
         } catch (RequestException $e) {
             self::assertSame([413, 'PAYLOAD_TOO_LARGE'], [$e->getStatus(), $e->getErrorCode()]);
         }
-        self::assertSame([], $this->spooled());
+        self::assertNull($client->lastHandoffSeconds(), 'not the time of the call before');
+        self::assertSame([$spooled . '.json'], $this->spooled());
     }
 
     public function testADeadSocketPathSpoolsAtOnce(): void

@@ -18,7 +18,8 @@
 //   FUZZ_SEED=<n>    replay a run (the seed is printed at the start)
 //   FUZZ_RUNS=<n>    generated requests (default 10000), e.g. FUZZ_RUNS=200000 for a long run
 //   FUZZ_RSS_PASSES=<n>  replays of the 3,000-request memory batch (default 5; more for a leak hunt)
-//   FUZZ_HEAP_SNAPSHOTS=<dir>  write a heap snapshot of the daemon after each replay (RSS is then off)
+//   FUZZ_HEAP_SNAPSHOTS=<dir>  write a heap snapshot of the daemon after each replay (for a leak
+//                    hunt: taking them raises RSS by tens of MiB, so the RSS check may fail)
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'

@@ -136,8 +136,8 @@ final class Client
      * you whether the job was accepted. A job the daemon refuses (invalid, 429 QUEUE_FULL, 503) is
      * silently lost, and in a burst the daemon's accept queue overflows: a bare write-and-close
      * hand-off lost 1318–1471 of 2000 jobs over a unix socket in our measurements (EAGAIN on
-     * connect; see the README), and stalled for 1 s per dropped SYN over TCP. Here connect and write failures still
-     * go to the spool (or throw), but anything after the write goes unseen.
+     * connect; see the README), and stalled for 1 s per dropped SYN over TCP. Here connect and
+     * write failures still go to the spool (or throw), but anything after the write goes unseen.
      * Use upload()/download() (they read the 202, which the daemon sends after its journal's
      * fdatasync: ~0.7–1 ms on this project's test machine) unless losing the job is
      * acceptable, e.g. for a best-effort cache warm-up.
@@ -358,7 +358,9 @@ final class Client
     private function handOff(array $job, bool $acked): string
     {
         $started = hrtime(true);
+        // Set again by handedOff() only: a call that throws leaves null, which observeLastHandoff() skips.
         $this->lastHandoffSeconds = null;
+        $this->lastHandoffAcked = $acked;
         $id = $job['id'];
         $body = self::encode($job);
         if (strlen($body) > self::MAX_BODY_BYTES) {
@@ -366,45 +368,40 @@ final class Client
             // broken pipe would look like a daemon that is down (and send the job to the spool).
             throw new RequestException(413, 'PAYLOAD_TOO_LARGE', sprintf('the job is %d bytes of JSON, over the daemon\'s %d', strlen($body), self::MAX_BODY_BYTES), $id);
         }
-        // Only a call that handed the job off (202, or the spool) has a hand-off time to report;
-        // one that threw leaves null, which observeLastHandoff() skips.
-        $seconds = null;
-        $handedOff = static function () use (&$seconds, $started, $id): string {
-            $seconds = (hrtime(true) - $started) / 1e9;
-            return $id;
-        };
         try {
-            try {
-                if (!$acked) {
-                    $this->fireAndForget($body);
-                    return $handedOff();
-                }
-                $response = $this->exchange('POST', '/v1/jobs', $body, $this->readTimeout);
-                // The daemon answers {"id","state"} of this job: any other 200 (a proxy's page,
-                // another service on the port) is not a hand-off, and goes to the spool.
-                if (($response->status === 202 || $response->status === 200) && ($response->json()['id'] ?? null) === $id) {
-                    return $handedOff();
-                }
-                $reason = $this->failure($response, $id);
-                if ($reason instanceof RequestException) {
-                    throw $reason; // invalid as sent: spooling would not help
-                }
-            } catch (ConnectionException $e) {
-                $reason = $e;
+            if (!$acked) {
+                $this->fireAndForget($body);
+                return $this->handedOff($id, $started);
             }
-            if ($this->spool === null) {
-                throw $reason;
+            $response = $this->exchange('POST', '/v1/jobs', $body, $this->readTimeout);
+            // The daemon answers {"id","state"} of this job: any other 200 (a proxy's page,
+            // another service on the port) is not a hand-off, and goes to the spool.
+            if (($response->status === 202 || $response->status === 200) && ($response->json()['id'] ?? null) === $id) {
+                return $this->handedOff($id, $started);
             }
-            try {
-                $this->spool->write($id, $body);
-            } catch (SpoolException $e) {
-                throw new SpoolException(sprintf('the daemon could not take job %s (%s) and %s', $id, $reason->getMessage(), $e->getMessage()), 0, $reason);
+            $reason = $this->failure($response, $id);
+            if ($reason instanceof RequestException) {
+                throw $reason; // invalid as sent: spooling would not help
             }
-            return $handedOff();
-        } finally {
-            $this->lastHandoffSeconds = $seconds;
-            $this->lastHandoffAcked = $acked;
+        } catch (ConnectionException $e) {
+            $reason = $e;
         }
+        if ($this->spool === null) {
+            throw $reason;
+        }
+        try {
+            $this->spool->write($id, $body);
+        } catch (SpoolException $e) {
+            throw new SpoolException(sprintf('the daemon could not take job %s (%s) and %s', $id, $reason->getMessage(), $e->getMessage()), 0, $reason);
+        }
+        return $this->handedOff($id, $started);
+    }
+
+    /** Records the hand-off's duration (to the daemon's 202, or the spool write); returns the id. */
+    private function handedOff(string $id, int $started): string
+    {
+        $this->lastHandoffSeconds = (hrtime(true) - $started) / 1e9;
+        return $id;
     }
 
     private function fireAndForget(string $body): void

@@ -45,10 +45,14 @@ final class ClientOptionsTest extends TestCase
         $dir = sys_get_temp_dir() . '/sidecar-ro-' . bin2hex(random_bytes(6));
         mkdir($dir . '/spool', 0755, true);
         chmod($dir, 0755);
-        $copy = $dir . '/src';
-        exec(sprintf('cp -R %s %s', escapeshellarg(realpath(__DIR__ . '/../../src')), escapeshellarg($copy)), $_, $code);
-        self::assertSame(0, $code);
-        $php = sprintf('spl_autoload_register(static function ($c) { $f = %s . "/" . str_replace("\\\\", "/", substr($c, 16)) . ".php"; if (is_file($f)) require $f; });', var_export($copy, true))
+        // A copy of the library and of the examples' autoloader (bootstrap.php), readable by nobody.
+        foreach (['src', 'examples/bootstrap.php'] as $part) {
+            @mkdir(dirname($dir . '/php-client/' . $part), 0755, true);
+            exec(sprintf('cp -R %s %s', escapeshellarg(realpath(__DIR__ . '/../../' . $part)), escapeshellarg($dir . '/php-client/' . $part)), $_, $code);
+            self::assertSame(0, $code);
+        }
+        exec('chmod -R a+rX ' . escapeshellarg($dir . '/php-client')); // whatever the umask
+        $php = sprintf('require %s; ', var_export($dir . '/php-client/examples/bootstrap.php', true))
             . sprintf('try { new TransferSidecar\Client(["spool" => %s]); echo "accepted"; } catch (TransferSidecar\Exception\InvalidArgumentException $e) { echo $e->getMessage(); }', var_export($dir . '/spool', true));
         try {
             $asRoot = function_exists('posix_geteuid') && posix_geteuid() === 0;

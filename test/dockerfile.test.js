@@ -8,7 +8,7 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { execFileSync, spawn } from 'node:child_process'
-import { tempDir } from './helpers/sidecar.js'
+import { tempDir, printed } from './helpers/sidecar.js'
 import { privateNetwork } from './helpers/netns.js'
 
 const repo = new URL('..', import.meta.url).pathname
@@ -64,12 +64,7 @@ describe('Dockerfile', () => {
       cwd: app,
       env: { PATH: process.env.PATH, ...env, STATE_DIRECTORY: state, HOME: state }
     })
-    await new Promise((resolve, reject) => {
-      let out = ''
-      child.stdout.on('data', (d) => { out += d; if (out.includes('transfer-sidecar listening')) resolve() })
-      child.stderr.on('data', (d) => { out += d })
-      child.once('exit', (code) => reject(new Error(`entrypoint exited ${code}: ${out}`)))
-    })
+    await printed(child, 'transfer-sidecar listening', 'entrypoint')
     const health = JSON.parse(instr('HEALTHCHECK')[0].replace(/^.*CMD\s+/, ''))
     const run = () => execFileSync(...net.argv(node(health)), { env: { ...env }, stdio: 'pipe' })
     expect(run).not.toThrow()

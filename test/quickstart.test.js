@@ -7,7 +7,7 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { execFileSync, spawn } from 'node:child_process'
-import { tempDir } from './helpers/sidecar.js'
+import { tempDir, printed } from './helpers/sidecar.js'
 import { privateNetwork } from './helpers/netns.js'
 
 const repo = new URL('..', import.meta.url).pathname
@@ -20,7 +20,6 @@ const blockAfter = (marker, lang) => {
 }
 
 let net, daemon, home
-let output = ''
 const env = () => {
   const e = { ...process.env, HOME: home }
   for (const k of ['STATE_DIRECTORY', 'XDG_STATE_HOME', 'SIDECAR_CONFIG', 'npm_config_nodedir']) delete e[k]
@@ -33,11 +32,7 @@ beforeAll(async () => {
   net = await privateNetwork()
   // The first Quick start line's `npm start`, in its own process group (npm → sh → node).
   daemon = spawn(...net.argv(['npm', 'start']), { cwd: repo, env: env(), detached: true })
-  await new Promise((resolve, reject) => {
-    daemon.stdout.on('data', (d) => { output += d; if (output.includes('transfer-sidecar listening')) resolve() })
-    daemon.stderr.on('data', (d) => { output += d })
-    daemon.once('exit', (code) => reject(new Error(`npm start exited ${code}: ${output}`)))
-  })
+  await printed(daemon, 'transfer-sidecar listening', 'npm start')
 }, 60000)
 
 afterAll(async () => {

@@ -106,6 +106,18 @@ export async function spawnSidecar (rawConfig, { dir, nodeArgs = [] } = {}) {
   return { child, output, exited, kill: (sig = 'SIGKILL') => { child.kill(sig); return exited } }
 }
 
+// Resolves once `child` has printed `text` on its stdout; rejects with all it printed (stdout and
+// stderr) if it exits first.
+export function printed (child, text, what) {
+  return new Promise((resolve, reject) => {
+    let out = ''
+    child.stdout.on('data', (d) => { out += d; if (out.includes(text)) resolve() })
+    child.stderr.on('data', (d) => { out += d })
+    child.once('error', reject)
+    child.once('exit', (code) => reject(new Error(`${what} exited ${code}: ${out}`)))
+  })
+}
+
 export async function waitFor (fn, { timeoutMs = 30000, intervalMs = 20 } = {}) {
   const end = Date.now() + timeoutMs
   for (;;) {

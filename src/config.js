@@ -18,7 +18,7 @@ export class ConfigError extends Error {
 const TARGET_NAME = /^[A-Za-z0-9_.-]{1,64}$/
 const UNIX_PATH_MAX = 107
 const KNOWN_TOP = new Set(['listen', 'stateDir', 'roots', 'token', 'socketMode', 'socketGroup', 'targets',
-  'queue', 'retry', 'timeouts', 'shutdownGraceMs', 'logLevel', 'spool', 'callbacks'])
+  'queue', 'retry', 'timeouts', 'shutdownGraceMs', 'logLevel', 'spool', 'callbacks', 'journal'])
 const TARGET_COMMON = ['type', 'concurrency', 'retry', 'timeouts', 'tempSuffix']
 const TARGET_KEYS = {
   webhdfs: [...TARGET_COMMON, 'namenodes', 'user', 'base', 'delegation', 'headers', 'checksum'],
@@ -35,6 +35,7 @@ export const DEFAULTS = Object.freeze({
   concurrency: 4,
   spool: { intervalMs: 1000 },
   callbacks: { attempts: 8, baseDelayMs: 1000, maxDelayMs: 60000, timeoutMs: 10000 },
+  journal: { sync: 'fsync', syncIntervalMs: 50 },
   shutdownGraceMs: 10000,
   logLevel: 'info',
   tempSuffix: '._COPYING_',
@@ -277,6 +278,20 @@ function validateSpool (value, stateDir) {
   return Object.freeze(out)
 }
 
+// "fsync": a job is acknowledged once its record is on disk (fdatasync). "write": once the record is
+// in the journal file (in the page cache: it survives the daemon's crash, not the host's), synced
+// in the background within syncIntervalMs.
+function validateJournal (value) {
+  if (value !== undefined && !isObject(value)) throw new ConfigError('journal', 'must be an object')
+  checkKeys(value ?? {}, Object.keys(DEFAULTS.journal), 'journal.')
+  const { sync = DEFAULTS.journal.sync, syncIntervalMs } = value ?? {}
+  if (sync !== 'fsync' && sync !== 'write') throw new ConfigError('journal.sync', 'must be "fsync" or "write"')
+  return Object.freeze({
+    sync,
+    syncIntervalMs: int(syncIntervalMs, 'journal.syncIntervalMs', { min: 1, max: 60000, fallback: DEFAULTS.journal.syncIntervalMs })
+  })
+}
+
 function validateCallbacks (value) {
   if (value !== undefined && !isObject(value)) throw new ConfigError('callbacks', 'must be an object')
   const { allow = [], secret = null, ...rest } = value ?? {}
@@ -343,6 +358,7 @@ export function validateConfig (raw, { env = process.env } = {}) {
     logLevel,
     spool: validateSpool(raw.spool, stateDir),
     callbacks: validateCallbacks(raw.callbacks),
+    journal: validateJournal(raw.journal),
     targets: Object.freeze(targets)
   })
 }

@@ -23,7 +23,7 @@ export async function startSidecar (config, { logger = createLogger({ level: con
   const lock = await lockStateDir(config.stateDir) // before the journal is touched (see lock.js)
   let store, callbacks, spool, servers
   try {
-    store = await openJobStore({ dir: path.join(config.stateDir, 'jobs'), logger })
+    store = await openJobStore({ dir: path.join(config.stateDir, 'jobs'), logger, ...config.journal })
     scheduler = new Scheduler({ config, store, backends, metrics, logger, clock })
     await scheduler.recover()
     callbacks = createCallbackSender({ config, logger, metrics, save: (job) => scheduler.save(job), view: (job) => scheduler.view(job), clock })

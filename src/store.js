@@ -1,9 +1,13 @@
-// Durable job store: an append-only journal of JSON lines with group commit.
-// A job is acknowledged only after the line that records it is fdatasync'd. Every line carries the
-// whole job record, so replay is "last line per id wins"; the journal is rewritten (compacted) at
+// Durable job store: an append-only journal of JSON lines.
+// sync "fsync": a put resolves once its line is on disk (O_DSYNC writes, group commit: the puts
+// that come while a write is in flight share the next one). sync "write": a put resolves once its
+// line is written to the journal file, with one write(2) on this thread (no thread-pool hop); it is
+// then in the page cache, safe from a crash or kill of the daemon but not from the host's, and an
+// fdatasync in the background puts it on disk within syncIntervalMs. Every line carries the whole
+// job record, so replay is "last line per id wins"; the journal is rewritten (compacted) at
 // start-up and whenever it holds many more lines than live jobs.
 import fs from 'node:fs/promises'
-import { createReadStream, constants as C } from 'node:fs'
+import { createReadStream, writeSync, ftruncateSync, fstatSync, constants as C } from 'node:fs'
 import readline from 'node:readline'
 import path from 'node:path'
 import { writeAll } from './datapath.js'
@@ -11,7 +15,7 @@ import { writeAll } from './datapath.js'
 const JOURNAL = 'jobs.journal'
 const DEFER_MS = 200
 
-export async function openJobStore ({ dir, logger, compactMinLines = 10000 }) {
+export async function openJobStore ({ dir, logger, compactMinLines = 10000, sync = 'fsync', syncIntervalMs = 50 }) {
   await fs.mkdir(dir, { recursive: true, mode: 0o750 })
   const file = path.join(dir, JOURNAL)
   const records = new Map() // id -> serialized job record (the last one written)
@@ -34,7 +38,7 @@ export async function openJobStore ({ dir, logger, compactMinLines = 10000 }) {
     if (err.code !== 'ENOENT') throw err
   }
   if (torn) logger?.warn({ torn }, 'ignored unreadable journal lines')
-  const store = new JobStore({ dir, file, records, logger, compactMinLines })
+  const store = new JobStore({ dir, file, records, logger, compactMinLines, sync, syncIntervalMs })
   await store.compact()
   return store
 }
@@ -49,13 +53,18 @@ class JobStore {
   #closed = false
   #size = 0 // bytes in the journal, to cut off a batch written in part (see #flush)
   #torn = false // a cut failed: the journal may end in part of a line
+  #syncTimer = null // "write" mode: the background fdatasync to come
 
-  constructor ({ dir, file, records, logger, compactMinLines }) {
+  constructor ({ dir, file, records, logger, compactMinLines, sync, syncIntervalMs }) {
     this.dir = dir
     this.file = file
     this.records = records
     this.logger = logger
     this.compactMinLines = compactMinLines
+    this.writeMode = sync === 'write'
+    this.syncIntervalMs = syncIntervalMs
+    // In "write" mode a batch is on disk once the background fdatasync has run.
+    this.flags = C.O_WRONLY | C.O_APPEND | (this.writeMode ? 0 : C.O_DSYNC)
   }
 
   // Replayed job records, for the scheduler to rebuild its state at start-up.
@@ -88,10 +97,65 @@ class JobStore {
       this.#deferTimer ??= setTimeout(() => this.#flushDeferred(), DEFER_MS).unref()
       return Promise.resolve()
     }
+    // "write" mode, nothing else writing (a compaction, a reopen): written before this returns.
+    if (this.writeMode && !this.#flushing && this.#handle) return this.#writeNow({ line, createdId, resolve () {}, reject () {} })
     return new Promise((resolve, reject) => {
       this.#takeDeferred()
       this.#pending.push({ line, createdId, resolve, reject })
       this.#flushing ??= this.#flush()
+    })
+  }
+
+  #writeNow (entry) {
+    this.#takeDeferred()
+    this.#pending.push(entry)
+    const batch = this.#pending
+    this.#pending = []
+    const data = this.#batchData(batch)
+    try {
+      writeAllSync(this.#handle.fd, data)
+    } catch (err) {
+      this.#cutSync()
+      this.#failed(batch, err)
+      return Promise.reject(err)
+    }
+    this.#written(batch, data)
+    return Promise.resolve()
+  }
+
+  // The batch's lines; after a failed cut a newline first, so that the piece left stays a line of
+  // its own (ignored as torn).
+  #batchData (batch) {
+    const text = batch.map((b) => b.line).join('\n') + '\n'
+    return Buffer.from(this.#torn ? '\n' + text : text)
+  }
+
+  #written (batch, data) {
+    if (this.#torn) this.#size = fstatSync(this.#handle.fd).size
+    else this.#size += data.length
+    this.#torn = false
+    for (const b of batch) b.resolve()
+    this.#linesSinceCompact += batch.length
+    if (this.writeMode) this.#syncTimer ??= setTimeout(() => this.#backgroundSync(), this.syncIntervalMs)
+    // Compacted from #flush, so that the lines put meanwhile wait for the new journal.
+    if (this.#compactDue()) this.#flushing ??= this.#flush()
+  }
+
+  // Not acknowledged, so a job created by this batch must not survive in a later compaction.
+  #failed (batch, err) {
+    for (const b of batch) {
+      if (b.createdId) this.records.delete(b.createdId)
+      b.reject(err)
+    }
+  }
+
+  #backgroundSync () {
+    this.#syncTimer = null
+    const handle = this.#handle
+    handle?.datasync().catch((err) => {
+      // A failed fdatasync may have dropped the dirty pages (Linux reports it once): what it
+      // covered can be lost in a power cut, as in "write" mode anyway; a crash still keeps it.
+      if (handle === this.#handle) this.logger?.error({ err }, 'background fdatasync of the journal failed')
     })
   }
 
@@ -111,54 +175,61 @@ class JobStore {
 
   async #flush () {
     try {
-      while (this.#pending.length) {
+      while (this.#pending.length || this.#compactDue()) {
+        if (this.#compactDue()) await this.#compactNow()
+        if (!this.#pending.length) continue
         const batch = this.#pending
         this.#pending = []
-        const text = batch.map((b) => b.line).join('\n') + '\n'
-        // After a failed cut, a newline first: the piece left stays a line of its own (ignored as torn).
-        const data = Buffer.from(this.#torn ? '\n' + text : text)
+        const data = this.#batchData(batch)
         try {
           // Reopened if a compaction renamed the journal but could not open it again.
           if (!this.#handle) {
-            this.#handle = await fs.open(this.file, C.O_WRONLY | C.O_APPEND | C.O_DSYNC, 0o640)
+            this.#handle = await fs.open(this.file, this.flags, 0o640)
             this.#size = (await this.#handle.stat()).size
           }
           await writeAll(this.#handle, [data])
-          if (this.#torn) this.#size = (await this.#handle.stat()).size
-          else this.#size += data.length
-          this.#torn = false
         } catch (err) {
           // A full disk writes part of the batch, then fails: cut that part off, or the next batch's
           // first line would be glued to it and lost, acknowledged or not.
           if (this.#handle) await this.#cut()
-          // Not acknowledged, so a job created by this batch must not survive in a later compaction.
-          for (const b of batch) {
-            if (b.createdId) this.records.delete(b.createdId)
-            b.reject(err)
-          }
+          this.#failed(batch, err)
           continue
         }
-        for (const b of batch) b.resolve()
-        this.#linesSinceCompact += batch.length
-        if (this.#linesSinceCompact > Math.max(this.compactMinLines, 2 * this.records.size)) {
-          // A failed compaction (EMFILE, ENOSPC, …) leaves the journal as it was: keep appending to
-          // it, and try again after as many lines. Thrown from here it would end the daemon (an
-          // unhandled rejection) and leave the lines queued meanwhile waiting for ever.
-          await this.compact().catch((err) => {
-            this.logger?.error({ err }, 'journal compaction failed; appending to the journal as it is')
-            this.#linesSinceCompact = 0
-          })
-        }
+        this.#written(batch, data)
       }
     } finally {
       this.#flushing = null
     }
   }
 
+  #compactDue () {
+    return this.#linesSinceCompact > Math.max(this.compactMinLines, 2 * this.records.size)
+  }
+
+  // A failed compaction (EMFILE, ENOSPC, …) leaves the journal as it was: keep appending to it, and
+  // try again after as many lines. Thrown from here it would end the daemon (an unhandled
+  // rejection) and leave the lines queued meanwhile waiting for ever.
+  async #compactNow () {
+    await this.compact().catch((err) => {
+      this.logger?.error({ err }, 'journal compaction failed; appending to the journal as it is')
+      this.#linesSinceCompact = 0
+    })
+  }
+
   async #cut () {
     try {
       await this.#handle.truncate(this.#size)
       await this.#handle.datasync()
+    } catch (err) {
+      this.logger?.error({ err }, 'cannot cut off a journal batch written in part')
+      this.#torn = true
+    }
+  }
+
+  // #cut for "write" mode, where the cut need not be synced either.
+  #cutSync () {
+    try {
+      ftruncateSync(this.#handle.fd, this.#size)
     } catch (err) {
       this.logger?.error({ err }, 'cannot cut off a journal batch written in part')
       this.#torn = true
@@ -193,8 +264,9 @@ class JobStore {
     const old = this.#handle
     this.#handle = null
     await old?.close().catch(() => {})
-    // O_DSYNC: each batch is one write that returns when it is on disk (one thread-pool hop, not two).
-    this.#handle = await fs.open(this.file, C.O_WRONLY | C.O_APPEND | C.O_DSYNC, 0o640)
+    // O_DSYNC ("fsync" mode): each batch is one write that returns when it is on disk (one
+    // thread-pool hop, not two).
+    this.#handle = await fs.open(this.file, this.flags, 0o640)
     this.#size = (await this.#handle.stat()).size
     this.#torn = false
     this.#linesSinceCompact = 0
@@ -206,6 +278,9 @@ class JobStore {
     this.#flushing ??= this.#pending.length ? this.#flush() : null
     this.#closed = true
     await this.#flushing
+    clearTimeout(this.#syncTimer)
+    this.#syncTimer = null
+    if (this.writeMode) await this.#handle?.datasync().catch((err) => this.logger?.error({ err }, 'fdatasync of the journal failed at close'))
     await this.#handle?.close()
     this.#handle = null
   }
@@ -217,5 +292,14 @@ export async function syncDir (dir) {
     await handle.sync()
   } finally {
     await handle.close()
+  }
+}
+
+// Every byte or an error, as writeAll, on this thread.
+function writeAllSync (fd, data) {
+  for (let done = 0; done < data.length;) {
+    const n = writeSync(fd, data, done)
+    if (n <= 0) throw Object.assign(new Error('a file write made no progress'), { code: 'EIO' })
+    done += n
   }
 }

@@ -21,85 +21,97 @@ afterEach(async () => {
 
 const execFile = promisify(execFileCb)
 
-describe('job store', () => {
-  it('writes a durable record before put() resolves', async () => {
-    const dir = await tempDir('store-')
-    store = await openJobStore({ dir })
-    await store.put({ id: 'a', state: 'queued' })
-    expect(await states(dir)).toEqual(['a:queued'])
+describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
+  describe('job store', () => {
+    it('writes a durable record before put() resolves', async () => {
+      const dir = await tempDir('store-')
+      store = await openJobStore({ dir, sync })
+      await store.put({ id: 'a', state: 'queued' })
+      expect(await states(dir)).toEqual(['a:queued'])
+    })
+
+    it('holds a non-durable record back until the next durable write, which supersedes it for the same job', async () => {
+      const dir = await tempDir('store-')
+      store = await openJobStore({ dir, sync })
+      await store.put({ id: 'a', state: 'queued' })
+      await store.put({ id: 'b', state: 'queued' })
+      await store.put({ id: 'a', state: 'running' }, { durable: false })
+      await store.put({ id: 'b', state: 'running' }, { durable: false })
+      expect(await states(dir)).toEqual(['a:queued', 'b:queued'])
+      // a's "running" is replaced by its newer record; b's rides along with it.
+      await store.put({ id: 'a', state: 'succeeded' })
+      expect(await states(dir)).toEqual(['a:queued', 'b:queued', 'b:running', 'a:succeeded'])
+    })
+
+    it('writes a held-back record within a moment when nothing else is written', async () => {
+      const dir = await tempDir('store-')
+      store = await openJobStore({ dir, sync })
+      await store.put({ id: 'a', state: 'queued' })
+      await store.put({ id: 'a', state: 'running' }, { durable: false })
+      store.remove('gone')
+      expect(await states(dir)).toEqual(['a:queued'])
+      for (let i = 0; i < 50 && (await states(dir)).length < 3; i++) await sleep(20)
+      expect(await states(dir)).toEqual(['a:queued', 'a:running', 'del:gone'])
+    })
+
+    it('writes held-back records on close, and replays last record per job', async () => {
+      const dir = await tempDir('store-')
+      store = await openJobStore({ dir, sync })
+      await store.put({ id: 'a', state: 'queued' })
+      await store.put({ id: 'b', state: 'queued' })
+      await store.put({ id: 'a', state: 'running' }, { durable: false })
+      store.remove('b')
+      await store.close()
+      expect(await states(dir)).toEqual(['a:queued', 'b:queued', 'a:running', 'del:b'])
+      store = await openJobStore({ dir, sync })
+      expect(store.loaded()).toEqual([{ id: 'a', state: 'running' }])
+      expect(await states(dir)).toEqual(['a:running']) // compacted at open
+    })
+
+    it('has the line in the journal file when put() returns, before any await in "write" mode', async () => {
+      const dir = await tempDir('store-')
+      store = await openJobStore({ dir, sync })
+      await store.put({ id: 'a', state: 'queued' })
+      const put = store.put({ id: 'b', state: 'queued' })
+      const now = await states(dir) // the read is on the thread pool: an O_DSYNC write may land first
+      await put
+      if (sync === 'write') expect(now).toEqual(['a:queued', 'b:queued'])
+      expect(await states(dir)).toEqual(['a:queued', 'b:queued'])
+    })
   })
 
-  it('holds a non-durable record back until the next durable write, which supersedes it for the same job', async () => {
-    const dir = await tempDir('store-')
-    store = await openJobStore({ dir })
-    await store.put({ id: 'a', state: 'queued' })
-    await store.put({ id: 'b', state: 'queued' })
-    await store.put({ id: 'a', state: 'running' }, { durable: false })
-    await store.put({ id: 'b', state: 'running' }, { durable: false })
-    expect(await states(dir)).toEqual(['a:queued', 'b:queued'])
-    // a's "running" is replaced by its newer record; b's rides along with it.
-    await store.put({ id: 'a', state: 'succeeded' })
-    expect(await states(dir)).toEqual(['a:queued', 'b:queued', 'b:running', 'a:succeeded'])
-  })
+  describe('job store faults', () => {
+    const quiet = { warn () {}, error () {}, info () {} }
 
-  it('writes a held-back record within a moment when nothing else is written', async () => {
-    const dir = await tempDir('store-')
-    store = await openJobStore({ dir })
-    await store.put({ id: 'a', state: 'queued' })
-    await store.put({ id: 'a', state: 'running' }, { durable: false })
-    store.remove('gone')
-    expect(await states(dir)).toEqual(['a:queued'])
-    for (let i = 0; i < 50 && (await states(dir)).length < 3; i++) await sleep(20)
-    expect(await states(dir)).toEqual(['a:queued', 'a:running', 'del:gone'])
-  })
+    it('a compaction that fails while the daemon runs neither crashes it nor leaves a put waiting for ever', async () => {
+      const dir = await tempDir('store-')
+      store = await openJobStore({ dir, sync, compactMinLines: 2, logger: quiet })
+      await fs.mkdir(path.join(dir, 'jobs.journal.tmp')) // the next compaction cannot create its temp file (as EMFILE, ENOSPC)
+      const unhandled = []
+      const onUnhandled = (err) => unhandled.push(err)
+      process.on('unhandledRejection', onUnhandled)
+      try {
+        for (let i = 0; i < 3; i++) await store.put({ id: 'a', state: `s${i}` }) // the third batch starts a compaction
+        const during = store.put({ id: 'b', state: 'queued' }) // waits for the compaction
+        const outcome = await Promise.race([during.then(() => 'written', (err) => err.message), sleep(1000).then(() => 'stuck')])
+        expect(unhandled.map((err) => err.code)).toEqual([]) // was: EISDIR, which ends the daemon
+        expect(outcome).toBe('written')
+      } finally {
+        process.off('unhandledRejection', onUnhandled)
+      }
+      await store.close()
+      await fs.rmdir(path.join(dir, 'jobs.journal.tmp'))
+      store = await openJobStore({ dir, sync })
+      expect(store.loaded()).toEqual([{ id: 'a', state: 's2' }, { id: 'b', state: 'queued' }])
+    })
 
-  it('writes held-back records on close, and replays last record per job', async () => {
-    const dir = await tempDir('store-')
-    store = await openJobStore({ dir })
-    await store.put({ id: 'a', state: 'queued' })
-    await store.put({ id: 'b', state: 'queued' })
-    await store.put({ id: 'a', state: 'running' }, { durable: false })
-    store.remove('b')
-    await store.close()
-    expect(await states(dir)).toEqual(['a:queued', 'b:queued', 'a:running', 'del:b'])
-    store = await openJobStore({ dir })
-    expect(store.loaded()).toEqual([{ id: 'a', state: 'running' }])
-    expect(await states(dir)).toEqual(['a:running']) // compacted at open
-  })
-})
-
-describe('job store faults', () => {
-  const quiet = { warn () {}, error () {}, info () {} }
-
-  it('a compaction that fails while the daemon runs neither crashes it nor leaves a put waiting for ever', async () => {
-    const dir = await tempDir('store-')
-    store = await openJobStore({ dir, compactMinLines: 2, logger: quiet })
-    await fs.mkdir(path.join(dir, 'jobs.journal.tmp')) // the next compaction cannot create its temp file (as EMFILE, ENOSPC)
-    const unhandled = []
-    const onUnhandled = (err) => unhandled.push(err)
-    process.on('unhandledRejection', onUnhandled)
-    try {
-      for (let i = 0; i < 3; i++) await store.put({ id: 'a', state: `s${i}` }) // the third batch starts a compaction
-      const during = store.put({ id: 'b', state: 'queued' }) // waits for the compaction
-      const outcome = await Promise.race([during.then(() => 'written', (err) => err.message), sleep(1000).then(() => 'stuck')])
-      expect(unhandled.map((err) => err.code)).toEqual([]) // was: EISDIR, which ends the daemon
-      expect(outcome).toBe('written')
-    } finally {
-      process.off('unhandledRejection', onUnhandled)
-    }
-    await store.close()
-    await fs.rmdir(path.join(dir, 'jobs.journal.tmp'))
-    store = await openJobStore({ dir })
-    expect(store.loaded()).toEqual([{ id: 'a', state: 's2' }, { id: 'b', state: 'queued' }])
-  })
-
-  // A real short write: the child runs under `ulimit -f 8` (its files cannot grow past 8 KiB, as on a
-  // full disk), where the kernel writes what fits and Node reports the bytes written, not an error.
-  it('a short write (disk full) is not acknowledged, and does not cost the records written after it', async () => {
-    const dir = await tempDir('store-')
-    const script = `
+    // A real short write: the child runs under `ulimit -f 8` (its files cannot grow past 8 KiB, as on a
+    // full disk), where the kernel writes what fits and Node reports the bytes written, not an error.
+    it('a short write (disk full) is not acknowledged, and does not cost the records written after it', async () => {
+      const dir = await tempDir('store-')
+      const script = `
       const { openJobStore } = await import(${JSON.stringify(new URL('../src/store.js', import.meta.url).href)})
-      const store = await openJobStore({ dir: ${JSON.stringify(dir)}, logger: { warn () {}, error () {}, info () {} } })
+      const store = await openJobStore({ dir: ${JSON.stringify(dir)}, sync: ${JSON.stringify(sync)}, logger: { warn () {}, error () {}, info () {} } })
       const acked = []
       for (let i = 0; i < 60; i++) {
         try {
@@ -109,12 +121,13 @@ describe('job store faults', () => {
       }
       await store.close().catch(() => {})
       console.log(JSON.stringify(acked))`
-    const { stdout } = await execFile('bash', ['-c', 'ulimit -f 8 && exec "$0" --input-type=module -e "$1"', process.execPath, script])
-    const acked = JSON.parse(stdout)
-    expect(acked.length).toBeGreaterThan(10) // the journal filled up after some
-    expect(acked.length).toBeLessThan(60)
-    store = await openJobStore({ dir })
-    const loaded = new Set(store.loaded().map((j) => j.id))
-    expect(acked.filter((id) => !loaded.has(id))).toEqual([]) // was: the last one acknowledged
+      const { stdout } = await execFile('bash', ['-c', 'ulimit -f 8 && exec "$0" --input-type=module -e "$1"', process.execPath, script])
+      const acked = JSON.parse(stdout)
+      expect(acked.length).toBeGreaterThan(10) // the journal filled up after some
+      expect(acked.length).toBeLessThan(60)
+      store = await openJobStore({ dir, sync })
+      const loaded = new Set(store.loaded().map((j) => j.id))
+      expect(acked.filter((id) => !loaded.has(id))).toEqual([]) // was: the last one acknowledged
+    })
   })
 })

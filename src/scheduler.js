@@ -140,10 +140,13 @@ export class Scheduler {
     } finally {
       this.persisting.delete(job.id)
     }
-    this.metrics.jobAccepted(job)
-    this.#log(job)
-    // Started after the caller's answer is on its way: the hand-off does not wait for it.
-    setImmediate(() => this.#enqueue(job))
+    // Counted, logged and started after the caller's answer is on its way: the hand-off does not
+    // wait for them.
+    setImmediate(() => {
+      this.metrics.jobAccepted(job)
+      this.#log(job)
+      this.#enqueue(job)
+    })
     return { job, created: true, state: 'queued' }
   }
 
@@ -417,8 +420,11 @@ export class Scheduler {
     }
   }
 
+  // A job's end and its retries at info (a failure at warn); its other states at debug, so that a
+  // small job costs one log line.
   #log (job) {
-    this.logger.info({
+    const level = job.state === 'failed' ? 'warn' : FINAL_STATES.has(job.state) || job.error ? 'info' : 'debug'
+    this.logger[level]?.({
       job: job.id,
       state: job.state,
       direction: job.direction,

@@ -79,7 +79,9 @@ export function submitHandler ({ config, scheduler, logger }) {
       if (err instanceof PayloadTooLargeError) res.shouldKeepAlive = false // the rest of the body is not read
       sendError(res, err, logger)
     } finally {
-      logger.info({ method: 'POST', path: '/v1/jobs', status: res.statusCode, ms: Number(process.hrtime.bigint() - start) / 1e6 }, 'request')
+      // An accepted job is logged when it ends (scheduler.js); a refused hand-off here.
+      const level = res.statusCode < 300 ? 'debug' : 'info'
+      logger[level]?.({ method: 'POST', path: '/v1/jobs', status: res.statusCode, ms: Number(process.hrtime.bigint() - start) / 1e6 }, 'request')
     }
   }
 }

@@ -77,6 +77,7 @@ export function createFileBackend (target) {
   return {
     type: 'file',
     tempSuffix: target.tempSuffix,
+    confirmsWrittenSize: true, // its sink writes every byte or fails
 
     async stat (remote) {
       try {

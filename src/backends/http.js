@@ -94,6 +94,7 @@ export function createHttpBackend (target) {
     type: 'http',
     atomic: target.atomic,
     tempSuffix: target.tempSuffix,
+    confirmsWrittenSize: true, // a 2xx to a PUT with Content-Length (see transfer.js upload)
 
     // A GET of the first byte, not a HEAD: Apache answers HEAD of a missing or empty file without
     // Content-Length, and node's HTTP client then closes the keep-alive connection (node 20: it

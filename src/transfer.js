@@ -24,6 +24,7 @@ const CHUNK = 1 << 20
 // usually says why (a datanode's StandbyException, a quota) better than the broken pipe.
 const SERVER_ANSWER_GRACE_MS = 1000
 const EARLY_EXISTS_CHECK_BYTES = 1 << 20
+const SYNC_READ_BYTES = 64 * 1024 // a source this small is read on the main thread (fileSource)
 
 // Errors after which the bytes of a partial download are suspect: start over rather than resume.
 const CONTENT_ERRORS = [SizeMismatchError, Sha256MismatchError, ChecksumMismatchError]
@@ -97,7 +98,7 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     meter = new Meter(onProgress, { checksum, pool, size: source.size })
     const sink = await backend.openWrite(tmp, { size: source.size, signal, blockSize: checksum?.blockSize, pool, meter })
     written = true
-    reader = fileSource(source.handle.fd, { pool })
+    reader = fileSource(source.handle.fd, { pool, syncRead: source.size <= SYNC_READ_BYTES })
     await sent(pipeline(reader, sink.stream, { signal }), sink.done, signal)
     const { sha256, checksum: ours } = await meter.digest()
     verify({ bytes: meter.bytes, size: source.size, sha256, expected: job.expectedSha256, what: job.local })

@@ -32,6 +32,7 @@ describe('config validation', () => {
     expect(c.targets.local.concurrency).toBe(4)
     expect(c.targets.local.retry).toEqual({ attempts: 5, baseDelayMs: 1000, maxDelayMs: 60000 })
     expect(c.socketMode).toBe(0o660)
+    expect(c.journal).toEqual({ sync: 'fsync', syncIntervalMs: 50 })
     expect(Object.isFrozen(c) && Object.isFrozen(c.targets.local)).toBe(true)
   })
 
@@ -65,7 +66,10 @@ describe('config validation', () => {
     ['a namenode with a path', (c) => ({ ...c, targets: { h: { type: 'webhdfs', namenodes: ['http://nn:9870/webhdfs/v1'] } } }), 'targets.h.namenodes[0]'],
     ['an http target with credentials', (c) => ({ ...c, targets: { f: { type: 'http', url: 'http://u:p@h/' } } }), 'targets.f.url'],
     ['an unknown target key', (c) => ({ ...c, targets: { f: { type: 'http', url: 'http://h/', pasword: 'x' } } }), 'targets.f.pasword'],
-    ['a zero concurrency', (c) => ({ ...c, targets: { f: { type: 'http', url: 'http://h/', concurrency: 0 } } }), 'targets.f.concurrency']
+    ['a zero concurrency', (c) => ({ ...c, targets: { f: { type: 'http', url: 'http://h/', concurrency: 0 } } }), 'targets.f.concurrency'],
+    ['an unknown journal.sync', (c) => ({ ...c, journal: { sync: 'none' } }), 'journal.sync'],
+    ['a zero journal.syncIntervalMs', (c) => ({ ...c, journal: { sync: 'write', syncIntervalMs: 0 } }), 'journal.syncIntervalMs'],
+    ['an unknown journal key', (c) => ({ ...c, journal: { fsync: true } }), 'journal.fsync']
   ])('names the field for %s', async (label, change, field) => {
     expect(fieldOf(change(await base()))).toBe(field)
   })

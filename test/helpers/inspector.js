@@ -5,11 +5,13 @@ import { WebSocket } from 'undici'
 
 export const INSPECTOR_LINE = /^(Debugger listening on ws:\/\/|For help, see: https:\/\/nodejs\.org|Debugger attached\.|Debugger ending on ws:|Waiting for the debugger to disconnect)/
 
+// `output`: the daemon's output so far, as an array of strings, or a function that returns it.
 export async function connectInspector (output, { timeoutMs = 10000 } = {}) {
   const end = Date.now() + timeoutMs
+  const text = typeof output === 'function' ? output : () => output.join('')
   let url
-  while (!(url = /Debugger listening on (ws:\/\/\S+)/.exec(output.join(''))?.[1])) {
-    if (Date.now() > end) throw new Error(`no inspector URL in the daemon's output:\n${output.join('').slice(0, 2000)}`)
+  while (!(url = /Debugger listening on (ws:\/\/\S+)/.exec(text())?.[1])) {
+    if (Date.now() > end) throw new Error(`no inspector URL in the daemon's output:\n${text().slice(0, 2000)}`)
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
   const ws = new WebSocket(url)

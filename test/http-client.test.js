@@ -1,0 +1,157 @@
+// The hand-written HTTP/1.1 client of download bodies (src/backends/http-get.js, pooledGet) against
+// what such clients most often get wrong, each case sent byte for byte by a raw TCP server: chunked
+// bodies (extensions, trailers, framing split anywhere), interim 1xx answers, bodies cut short, a
+// body delimited by the connection's close, a head split across reads, bytes after the body.
+import { describe, it, expect, beforeAll, afterAll } from 'vitest'
+import net from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { pooledGet } from '../src/backends/http-get.js'
+import { BufferPool } from '../src/datapath.js'
+
+// path → the pieces the server writes, each after a pause (so that each is a read of its own), and
+// whether it then closes the connection.
+const SCRIPTS = {
+  '/chunked-ext-trailers': {
+    parts: ['HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n', '5;name=val\r\nhel', 'lo\r', '\n6\r\n world\r\n', '0\r\nX-Trailer: t\r\n\r\n'],
+    close: false // the last chunk ends the body, not the connection
+  },
+  '/chunked-split-size': {
+    parts: ['HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1', '0\r\n0123456789abcdef\r\n0\r', '\n\r\n'],
+    close: false
+  },
+  '/interim': {
+    parts: ['HTTP/1.1 100 Continue\r\n\r\n', 'HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n', 'after'],
+    close: false
+  },
+  '/interim-one-read': {
+    parts: ['HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-1/10\r\nContent-Length: 2\r\n\r\nok'],
+    close: false
+  },
+  '/cut-length': {
+    parts: ['HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n', 'hello'],
+    close: true
+  },
+  '/cut-chunked': {
+    parts: ['HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n', '5\r\nhello\r\n'],
+    close: true
+  },
+  '/cut-head': {
+    parts: ['HTTP/1.1 200 OK\r\nContent-Len'],
+    close: true
+  },
+  '/until-close': {
+    parts: ['HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n', 'first ', 'second ', 'third'],
+    close: true
+  },
+  '/split-head': {
+    parts: ['HTT', 'P/1.1 2', '00 OK\r', '\nContent-Le', 'ngth: 3\r\n\r', '\nabc'],
+    close: false
+  },
+  '/pipelined': {
+    parts: ['HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabcHTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nxyz'],
+    close: false
+  },
+  '/pipelined-chunked': {
+    parts: ['HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nxyz'],
+    close: false
+  }
+}
+
+let server, port
+const closedByClient = new Map() // path → resolves when the client closed its side
+beforeAll(async () => {
+  server = net.createServer((socket) => {
+    let head = ''
+    socket.on('error', () => {})
+    socket.on('data', async (data) => {
+      if (head.includes('\r\n\r\n')) return
+      head += data.toString('latin1')
+      if (!head.includes('\r\n\r\n')) return
+      const target = head.split(' ')[1]
+      const script = SCRIPTS[target]
+      const gone = new Promise((resolve) => socket.once('close', resolve))
+      closedByClient.set(target, gone)
+      for (const part of script.parts) {
+        if (socket.destroyed) return
+        socket.write(part)
+        await sleep(20)
+      }
+      if (script.close) socket.end()
+    })
+  })
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  port = server.address().port
+})
+afterAll(() => new Promise((resolve) => server.close(resolve)))
+
+const url = (p) => `http://127.0.0.1:${port}${p}`
+
+// The body as text; pool views are copied and given back, as the daemon's sinks do.
+async function bodyOf (res, pool) {
+  const chunks = []
+  for await (const chunk of res.body) {
+    chunks.push(Buffer.from(chunk))
+    pool.release(chunk)
+  }
+  return Buffer.concat(chunks).toString('latin1')
+}
+
+async function get (p) {
+  const pool = new BufferPool({ count: 4, size: 64 * 1024 })
+  const res = await pooledGet(url(p), { pool, idleMs: 5000 })
+  return { res, pool }
+}
+
+describe('pooledGet against a server that sends exactly these bytes', () => {
+  it('decodes a chunked body with chunk extensions and trailers, framing split across reads, and ends at the last chunk', async () => {
+    const { res, pool } = await get('/chunked-ext-trailers')
+    expect(res.statusCode).toBe(200)
+    expect(await bodyOf(res, pool)).toBe('hello world')
+    await closedByClient.get('/chunked-ext-trailers') // not waiting for the server to close
+    expect(pool.available).toBe(4)
+  })
+
+  it('reads a chunk size split across two reads', async () => {
+    const { res, pool } = await get('/chunked-split-size')
+    expect(await bodyOf(res, pool)).toBe('0123456789abcdef')
+  })
+
+  it('skips 100 Continue and 103 Early Hints before the final answer, in separate reads or in one', async () => {
+    let { res, pool } = await get('/interim')
+    expect(res.statusCode).toBe(200)
+    expect(res.headers.link).toBeUndefined() // the 103's headers are not the answer's
+    expect(await bodyOf(res, pool)).toBe('after')
+    ;({ res, pool } = await get('/interim-one-read'))
+    expect(res.statusCode).toBe(206)
+    expect(res.headers['content-range']).toBe('bytes 0-1/10')
+    expect(await bodyOf(res, pool)).toBe('ok')
+  })
+
+  it('fails a body cut short of its Content-Length, of its last chunk, or in its head, never a success', async () => {
+    let { res, pool } = await get('/cut-length')
+    await expect(bodyOf(res, pool)).rejects.toMatchObject({ code: 'ERR_STREAM_PREMATURE_CLOSE' })
+    ;({ res, pool } = await get('/cut-chunked'))
+    await expect(bodyOf(res, pool)).rejects.toMatchObject({ code: 'ERR_STREAM_PREMATURE_CLOSE' })
+    await expect(get('/cut-head')).rejects.toMatchObject({ code: 'ERR_BAD_HTTP_RESPONSE' })
+  })
+
+  it('reads a body without length or chunking until the server closes the connection', async () => {
+    const { res, pool } = await get('/until-close')
+    expect(await bodyOf(res, pool)).toBe('first second third')
+  })
+
+  it('parses a status line and headers split across reads, inside a CRLF too', async () => {
+    const { res, pool } = await get('/split-head')
+    expect(res.statusCode).toBe(200)
+    expect(res.headers['content-length']).toBe('3')
+    expect(await bodyOf(res, pool)).toBe('abc')
+  })
+
+  it('takes nothing after the end of the body as body, and does not keep the connection', async () => {
+    for (const p of ['/pipelined', '/pipelined-chunked']) {
+      const { res, pool } = await get(p)
+      expect(await bodyOf(res, pool)).toBe('abc')
+      await closedByClient.get(p) // the socket is closed, never reused for a next request
+    }
+  })
+})

@@ -70,7 +70,7 @@ async function main () {
   const startedAt = new Date()
   const loadStart = os.loadavg()[0]
   const machine = machineInfo()
-  const outDir = opts.out ? path.resolve(opts.out) : path.join(RESULTS_DIR, today(startedAt), ...(opts.preset === 'full' ? [] : ['quick']))
+  const outDir = opts.out ? path.resolve(opts.out) : path.join(RESULTS_DIR, today(startedAt), ...(opts.preset === 'full' ? [] : [opts.preset]))
   const est = estimates(opts, sections)
   const progress = createProgress(est)
   progress.log(`${opts.preset} matrix: ${sections.join(', ')}; estimated duration ${formatSeconds(progress.total)} ` +

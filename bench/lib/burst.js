@@ -120,14 +120,16 @@ async function sidecarBurst ({ env, opts, progress, mode, file }) {
   const after = await counters()
   const delta = Object.fromEntries(Object.keys(after).map((k) => [k, after[k] - before[k]]))
 
-  // Lost: an acked job whose file is not there with its size. Duplicated: an id acked twice, a
-  // file nobody acked, a job accepted or run more often than acked, an attempt retried.
+  // Lost: an acked job whose file is not there with its size. Duplicated: an id acked twice, or
+  // more jobs accepted or succeeded than acked (retries, counted apart, would show a job run twice).
+  // Stray: a file in the target nobody acked.
   const ids = new Set(r.acked.map(([id]) => id))
   const files = listFiles(storeDir)
   let lost = 0
   for (const [, remote] of r.acked) if (files.get(remote) !== FILE_BYTES) lost++
-  const extraFiles = files.size - (r.acked.length - lost)
-  const duplicated = (r.acked.length - ids.size) + Math.max(0, extraFiles) + Math.max(0, delta.accepted - r.acked.length) + Math.max(0, delta.succeeded - r.acked.length)
+  const remotes = new Set(r.acked.map(([, remote]) => remote))
+  const strayFiles = [...files.keys()].filter((f) => !remotes.has(f)).length // e.g. a temp file left behind
+  const duplicated = (r.acked.length - ids.size) + Math.max(0, delta.accepted - r.acked.length) + Math.max(0, delta.succeeded - r.acked.length)
   const res = await fetch(`${daemon.base}/v1/jobs?limit=${KEEP_FINISHED * 2}`)
   const kept = (await res.json()).jobs
   const retriedKept = kept.filter((j) => j.attempts > 1).length
@@ -148,6 +150,7 @@ async function sidecarBurst ({ env, opts, progress, mode, file }) {
     lost,
     duplicated,
     filesInTarget: files.size,
+    strayFiles,
     accepted: delta.accepted,
     succeeded: delta.succeeded,
     notSucceeded: delta.finished - delta.succeeded,
@@ -163,7 +166,7 @@ async function sidecarBurst ({ env, opts, progress, mode, file }) {
   }
   await fs.rm(storeDir, { recursive: true, force: true })
   progress.step(`sidecar ${mode.padEnd(5)} ${record.acked}/${record.jobs} acked in ${record.seconds.toFixed(2)} s: ${record.ackedPerSecond.toFixed(0)} hand-offs/s, ` +
-    `median ${record.medianUs} µs p99 ${record.p99Us} µs; errors ${record.errors}, lost ${lost}, duplicated ${duplicated}, not succeeded ${record.notSucceeded}, retries ${record.retries}; ` +
+    `median ${record.medianUs} µs p99 ${record.p99Us} µs; errors ${record.errors}, lost ${lost}, duplicated ${duplicated}, stray files ${strayFiles}, not succeeded ${record.notSucceeded}, retries ${record.retries}; ` +
     `drained ${drainSeconds.toFixed(1)} s later; RSS idle ${record.idleRssMiB.toFixed(0)}, peak ${record.burstPeakRssMiB.toFixed(0)} (burst) / ${record.drainPeakRssMiB.toFixed(0)} MiB (drain), ${kept.length} jobs kept (keepFinished ${KEEP_FINISHED})`)
   check(record.errors === 0, `burst ${mode}: ${record.errors} hand-offs threw, e.g. ${record.firstErrors.join('; ')}`)
   return record

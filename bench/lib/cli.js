@@ -21,6 +21,25 @@ export const HANDOFF_VARIANTS = ['acked-unix', 'acked-tcp', 'noack-unix', 'exec-
 const STUDY_SIZES = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 150, 200, 250, 300, 500, 1000, 1500]
 
 export const PRESETS = {
+  // A correctness run of a minute or two: every variant runs, the figures mean little.
+  smoke: {
+    sizes: [10],
+    runs: 1,
+    runsLarge: 1,
+    allocSizes: [10],
+    allocRuns: 1,
+    concurrency: [1, 4],
+    concSizeMiB: 16,
+    concTargets: ['http'],
+    concRuns: 1,
+    handoffCalls: 300,
+    handoffPacedCalls: 60,
+    webSeconds: 2,
+    reuseFiles: 200,
+    reuseRuns: 1,
+    burstJobs: 4000,
+    burstClients: 16
+  },
   quick: {
     sizes: [10, 100, 500],
     runs: 1,
@@ -69,6 +88,8 @@ a few minutes). --full: the whole matrix (study sizes ${STUDY_SIZES[0]}…${STUD
 The estimated duration is printed at the start.
 
   --full                 the whole matrix (defaults below in [quick | full])
+  --smoke                a correctness run: every variant, small counts (${PRESETS.smoke.handoffCalls} hand-off calls, ${PRESETS.smoke.handoffPacedCalls} paced,
+                         ${PRESETS.smoke.burstJobs} burst jobs, ${PRESETS.smoke.reuseFiles} reuse files, ${PRESETS.smoke.sizes} MiB throughput, ${PRESETS.smoke.webSeconds} s of wrk)
   --sections LIST        ${SECTIONS.join(',')} (default: all)
   --sizes LIST           file sizes in MiB for throughput [${PRESETS.quick.sizes.join(',')} | study matrix]
   --runs N               runs per size [1 | 3]
@@ -128,6 +149,7 @@ export function parseCli (argv) {
     args: argv,
     options: {
       full: { type: 'boolean', default: false },
+      smoke: { type: 'boolean', default: false },
       sections: { type: 'string' },
       sizes: { type: 'string' },
       runs: { type: 'string' },
@@ -158,7 +180,8 @@ export function parseCli (argv) {
       help: { type: 'boolean', short: 'h', default: false }
     }
   })
-  const preset = values.full ? 'full' : 'quick'
+  if (values.full && values.smoke) throw new Error('--full and --smoke: choose one')
+  const preset = values.full ? 'full' : values.smoke ? 'smoke' : 'quick'
   const p = PRESETS[preset]
   const int = (flag, fallback) => (values[flag] === undefined ? fallback : positiveInt(values[flag], `--${flag}`))
   const runs = int('runs', p.runs)

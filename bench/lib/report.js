@@ -148,13 +148,13 @@ function handoffSection (records, charts) {
 function burstSection (result, charts) {
   const redis = result.records.find((r) => r.variant === 'redis-lpush')
   const body = result.records.map((r) => [r.variant, r.mode ?? '—', `${r.acked}/${r.jobs}`, f2(r.seconds), f0(r.ackedPerSecond), redis ? f2(r.ackedPerSecond / redis.ackedPerSecond) : '—',
-    f0(r.medianUs), f0(r.p99Us), String(r.errors), String(r.lost), String(r.duplicated),
+    f0(r.medianUs), f0(r.p99Us), String(r.errors), String(r.lost), String(r.duplicated), r.variant === 'sidecar' ? String(r.strayFiles) : '—',
     r.variant === 'sidecar' ? `${r.accepted} / ${r.succeeded} / ${r.retries}` : '—',
     r.variant === 'sidecar' ? f1(r.drainSeconds) : '—',
     r.variant === 'sidecar' ? `${f0(r.idleRssMiB)} / ${f0(r.burstPeakRssMiB)} / ${f0(r.drainPeakRssMiB)}` : '—',
     r.variant === 'sidecar' ? `${r.jobsKept} (≤ ${r.keepFinished})` : '—'])
   const pics = charts.includes('burst.svg') ? '![burst.svg](burst.svg)' : ''
-  return `${table(['client', 'journal mode', 'acked', 'seconds', 'hand-offs/s', '÷ redis', 'median µs', 'p99 µs', 'errors', 'lost', 'duplicated', 'accepted / succeeded / retries', 'drained s after', 'daemon RSS MiB idle / burst peak / drain peak', 'jobs kept'], body)}\n\n${pics}`
+  return `${table(['client', 'journal mode', 'acked', 'seconds', 'hand-offs/s', '÷ redis', 'median µs', 'p99 µs', 'errors', 'lost', 'duplicated', 'stray files', 'accepted / succeeded / retries', 'drained s after', 'daemon RSS MiB idle / burst peak / drain peak', 'jobs kept'], body)}\n\n${pics}`
 }
 
 function webSection (records, charts) {
@@ -253,8 +253,8 @@ export function handoffGoals (results) {
     if (sidecars.length) {
       out.push({
         goal: 'burst: 0 lost, 0 duplicated, no job run twice, finished jobs kept ≤ queue.keepFinished (daemon RSS bounded)',
-        met: sidecars.every((x) => x.errors === 0 && x.lost === 0 && x.duplicated === 0 && x.retries === 0 && x.notSucceeded === 0 && x.jobsKept <= x.keepFinished),
-        detail: sidecars.map((x) => `${x.mode}: lost ${x.lost}, duplicated ${x.duplicated}, retries ${x.retries}, kept ${x.jobsKept}/${x.keepFinished}, RSS peak ${x.burstPeakRssMiB.toFixed(0)} MiB (idle ${x.idleRssMiB.toFixed(0)})`).join('; ')
+        met: sidecars.every((x) => x.errors === 0 && x.lost === 0 && x.duplicated === 0 && x.strayFiles === 0 && x.retries === 0 && x.notSucceeded === 0 && x.jobsKept <= x.keepFinished),
+        detail: sidecars.map((x) => `${x.mode}: errors ${x.errors}, lost ${x.lost}, duplicated ${x.duplicated}, stray files ${x.strayFiles}, not succeeded ${x.notSucceeded}, retries ${x.retries}, kept ${x.jobsKept}/${x.keepFinished}, RSS peak ${x.burstPeakRssMiB.toFixed(0)} MiB (idle ${x.idleRssMiB.toFixed(0)})`).join('; ')
       })
     }
   }
@@ -345,10 +345,10 @@ function method (params) {
   Once per journal mode, each on a fresh daemon with \`queue.keepFinished\` ${KEEP_FINISHED_DOC} (\`queue.limit\` 1,000,000, so the
   whole burst is accepted); the daemon's VmRSS is sampled every 200 ms during the burst and during the
   drain after it. Then: lost = an acked job whose file is not in the target directory with 4096 bytes;
-  duplicated = an id acked twice, a file in the target nobody acked, or the daemon's accepted or succeeded
+  duplicated = an id acked twice, or the daemon's accepted or succeeded
   counters (\`sidecar_jobs_accepted_total\`, \`sidecar_jobs_finished_total{state="succeeded"}\`, over the burst) above
   the acked count; retries = \`sidecar_transfer_retries_total\` over the burst plus kept jobs with attempts > 1
-  (a job run twice would show there); jobs kept = jobs the daemon still lists afterwards (warm-up's included).
+  (a job run twice would show there); stray files = files in the target nobody acked; jobs kept = jobs the daemon still lists afterwards (warm-up's included).
   The anchor: the same clients LPUSHing the same job body to the redis-server above; lost/duplicated from
   the list's length and distinct ids afterwards.`],
     [ran('web'), `- Web endpoint: \`php -S\` with PHP_CLI_SERVER_WORKERS=4 (php-fpm is not installed here), \`wrk -t2 -c8 -d${p.webSeconds}s\`,

@@ -5,6 +5,7 @@
 //   1c.  the study's falling curve: php-curl RETURNTRANSFER with blocks grown as on Windows (alloc)
 //   3.   hand-off cost from PHP, and a PHP endpoint under wrk (hand off vs upload directly)
 //   4.   1, 4, 16, 64 concurrent transfers
+//   4b.  16 PHP processes handing off at once (burst), per journal mode, against redis LPUSH
 //   5.   connection reuse over 1000 small files
 // `npm run bench` runs a quick matrix, `npm run bench -- --full` the whole one (options: --help).
 // Results: bench/results/<date>/ (quick: …/<date>/quick/): JSON and CSV per section, SVG charts,
@@ -22,6 +23,8 @@ import { estimateAlloc, requireCompiler, runAlloc, summarizeAlloc } from './lib/
 import { estimateConcurrency, runConcurrency, summarizeConcurrency } from './lib/concurrency.js'
 import { estimateReuse, runReuse, summarizeReuse } from './lib/reuse.js'
 import { estimateHandoff, runHandoff } from './lib/handoff.js'
+import { estimateBurst, runBurst } from './lib/burst.js'
+import { requireRedis } from './lib/redis.js'
 import { estimateWeb, requireWrk, runWeb } from './lib/web.js'
 import { writeCharts } from './lib/charts.js'
 import { goals, machineInfo, saveResults, today } from './lib/report.js'
@@ -34,6 +37,7 @@ const SECTION = {
   concurrency: { estimate: estimateConcurrency, run: runConcurrency, summarize: summarizeConcurrency },
   reuse: { estimate: estimateReuse, run: runReuse, summarize: summarizeReuse },
   handoff: { estimate: estimateHandoff, run: runHandoff },
+  burst: { estimate: estimateBurst, run: runBurst },
   web: { estimate: estimateWeb, run: runWeb }
 }
 
@@ -60,12 +64,13 @@ async function main () {
   // Fail before the long part, not after it.
   if (sections.includes('web') && !opts.estimateOnly) requireWrk()
   if (sections.includes('alloc') && !opts.estimateOnly) requireCompiler()
+  if ((sections.includes('burst') || (sections.includes('handoff') && opts.handoffVariants.some((v) => v.startsWith('redis')))) && !opts.estimateOnly) requireRedis()
   installCleanupHandlers()
 
   const startedAt = new Date()
   const loadStart = os.loadavg()[0]
   const machine = machineInfo()
-  const outDir = opts.out ? path.resolve(opts.out) : path.join(RESULTS_DIR, today(startedAt), ...(opts.preset === 'full' ? [] : ['quick']))
+  const outDir = opts.out ? path.resolve(opts.out) : path.join(RESULTS_DIR, today(startedAt), ...(opts.preset === 'full' ? [] : [opts.preset]))
   const est = estimates(opts, sections)
   const progress = createProgress(est)
   progress.log(`${opts.preset} matrix: ${sections.join(', ')}; estimated duration ${formatSeconds(progress.total)} ` +

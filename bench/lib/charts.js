@@ -78,8 +78,14 @@ export async function writeCharts (dir, results) {
   }
   const ho = results.handoff?.records
   if (ho?.length) {
-    specs['handoff.svg'] = bars({ values: ho, category: 'variant', value: 'medianUs', xTitle: 'µs per call, median (log)', logX: true, title: 'Hand-off from PHP: time per call', sort: null })
-    specs['handoff-cpu.svg'] = bars({ values: ho, category: 'variant', value: 'totalCpuUsPerUpload', xTitle: 'CPU µs per upload, all processes (log)', logX: true, title: 'CPU per handed-off upload, transfer included', sort: null })
+    const labelled = ho.map((r) => ({ ...r, variant: r.mode ? `${r.variant} (${r.mode})` : r.variant }))
+    specs['handoff.svg'] = bars({ values: labelled, category: 'variant', value: 'medianUs', xTitle: 'µs per call, median (log)', logX: true, title: 'Hand-off from PHP: time per call', sort: null })
+    specs['handoff-cpu.svg'] = bars({ values: labelled, category: 'variant', value: 'totalCpuUsPerUpload', xTitle: 'CPU µs per upload, all processes (log)', logX: true, title: 'CPU per handed-off upload, transfer included', sort: null })
+  }
+  const burst = results.burst?.records
+  if (burst?.length) {
+    const rows = burst.map((r) => ({ client: r.mode ? `${r.variant} (${r.mode})` : r.variant, ackedPerSecond: r.ackedPerSecond }))
+    specs['burst.svg'] = bars({ values: rows, category: 'client', value: 'ackedPerSecond', xTitle: 'acked hand-offs/s', title: `${burst[0].clients} PHP processes handing off at once`, sort: null })
   }
   const web = results.web?.records
   if (web?.length) {
@@ -87,7 +93,7 @@ export async function writeCharts (dir, results) {
   }
   const reuse = results.reuse?.summary
   if (reuse?.length) {
-    const rows = reuse.map((r) => ({ variant: r.variant, filesPerSecond: r.filesPerSecond.median }))
+    const rows = reuse.map((r) => ({ variant: r.mode ? `${r.variant} (${r.mode})` : r.variant, filesPerSecond: r.filesPerSecond.median }))
     specs['reuse.svg'] = bars({ values: rows, category: 'variant', value: 'filesPerSecond', xTitle: 'files/s (median)', title: `${reuse[0].files} small files to httpd`, sort: null })
   }
   const written = []

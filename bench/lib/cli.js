@@ -5,19 +5,41 @@ import { parseArgs } from 'node:util'
 
 export const TARGETS = ['http', 'webhdfs']
 export const DIRECTIONS = ['download', 'upload']
-export const SECTIONS = ['throughput', 'alloc', 'concurrency', 'reuse', 'handoff', 'web']
+export const SECTIONS = ['throughput', 'alloc', 'concurrency', 'reuse', 'handoff', 'burst', 'web']
+// journal.sync of the daemon (issue #18): the hand-off, burst and reuse sections run once per mode.
+export const JOURNAL_MODES = ['fsync', 'write']
 // Who moves the bytes, per direction (section 1 and 2 of the issue).
 export const COMPETITORS = {
   download: ['php-returntransfer', 'php-file', 'curl', 'sidecar'],
   upload: ['php-infile', 'curl', 'sidecar']
 }
 const ALL_COMPETITORS = [...new Set(Object.values(COMPETITORS).flat())]
-export const HANDOFF_VARIANTS = ['acked-unix', 'acked-tcp', 'noack-unix', 'exec-curl', 'direct', 'acked-unix-paced', 'direct-paced']
+export const HANDOFF_VARIANTS = ['acked-unix', 'acked-tcp', 'noack-unix', 'exec-curl', 'direct', 'redis-lpush', 'fdatasync',
+  'acked-unix-paced', 'acked-tcp-paced', 'direct-paced', 'redis-lpush-paced', 'fdatasync-paced']
 
 // The published study's matrix: 10–100 MiB step 10, 100–300 step 50, 500/1000/1500.
 const STUDY_SIZES = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 150, 200, 250, 300, 500, 1000, 1500]
 
 export const PRESETS = {
+  // A correctness run of a minute or two: every variant runs, the figures mean little.
+  smoke: {
+    sizes: [10],
+    runs: 1,
+    runsLarge: 1,
+    allocSizes: [10],
+    allocRuns: 1,
+    concurrency: [1, 4],
+    concSizeMiB: 16,
+    concTargets: ['http'],
+    concRuns: 1,
+    handoffCalls: 300,
+    handoffPacedCalls: 60,
+    webSeconds: 2,
+    reuseFiles: 200,
+    reuseRuns: 1,
+    burstJobs: 4000,
+    burstClients: 16
+  },
   quick: {
     sizes: [10, 100, 500],
     runs: 1,
@@ -32,7 +54,9 @@ export const PRESETS = {
     handoffPacedCalls: 300,
     webSeconds: 5,
     reuseFiles: 1000,
-    reuseRuns: 1
+    reuseRuns: 1,
+    burstJobs: 20_000,
+    burstClients: 16
   },
   full: {
     sizes: STUDY_SIZES,
@@ -48,7 +72,9 @@ export const PRESETS = {
     handoffPacedCalls: 300,
     webSeconds: 10,
     reuseFiles: 1000,
-    reuseRuns: 3
+    reuseRuns: 3,
+    burstJobs: 100_000,
+    burstClients: 16
   }
 }
 
@@ -62,6 +88,8 @@ a few minutes). --full: the whole matrix (study sizes ${STUDY_SIZES[0]}…${STUD
 The estimated duration is printed at the start.
 
   --full                 the whole matrix (defaults below in [quick | full])
+  --smoke                a correctness run: every variant, small counts (${PRESETS.smoke.handoffCalls} hand-off calls, ${PRESETS.smoke.handoffPacedCalls} paced,
+                         ${PRESETS.smoke.burstJobs} burst jobs, ${PRESETS.smoke.reuseFiles} reuse files, ${PRESETS.smoke.sizes} MiB throughput, ${PRESETS.smoke.webSeconds} s of wrk)
   --sections LIST        ${SECTIONS.join(',')} (default: all)
   --sizes LIST           file sizes in MiB for throughput [${PRESETS.quick.sizes.join(',')} | study matrix]
   --runs N               runs per size [1 | 3]
@@ -78,8 +106,13 @@ The estimated duration is printed at the start.
   --conc-runs N          runs per concurrency level [1 | 1]
   --handoff-calls N      calls per hand-off variant, back to back [2000]
   --handoff-paced-calls N  calls of the -paced variants, one every 5 ms [300]
-  --handoff-variants L   ${HANDOFF_VARIANTS.join(',')}
-                         (default: all)
+  --handoff-variants L   ${HANDOFF_VARIANTS.slice(0, 7).join(',')},
+                         ${HANDOFF_VARIANTS.slice(7).join(',')}
+                         (default: all; acked-*, noack-* run once per journal mode)
+  --journal-modes LIST   ${JOURNAL_MODES.join(',')}: the daemon's journal.sync, one fresh daemon per mode in the
+                         handoff, burst and reuse sections (default: both)
+  --burst-jobs N         jobs of the burst section, over all clients [${PRESETS.quick.burstJobs} | ${PRESETS.full.burstJobs}]
+  --burst-clients N      php processes submitting at once in the burst section [16]
   --web-seconds N        wrk duration per page [5 | 10]
   --reuse-files N        small files in the connection-reuse section [1000]
   --reuse-runs N         runs of the connection-reuse section [1 | 3]
@@ -116,6 +149,7 @@ export function parseCli (argv) {
     args: argv,
     options: {
       full: { type: 'boolean', default: false },
+      smoke: { type: 'boolean', default: false },
       sections: { type: 'string' },
       sizes: { type: 'string' },
       runs: { type: 'string' },
@@ -132,6 +166,9 @@ export function parseCli (argv) {
       'handoff-calls': { type: 'string' },
       'handoff-variants': { type: 'string' },
       'handoff-paced-calls': { type: 'string' },
+      'journal-modes': { type: 'string' },
+      'burst-jobs': { type: 'string' },
+      'burst-clients': { type: 'string' },
       'web-seconds': { type: 'string' },
       'reuse-files': { type: 'string' },
       'reuse-runs': { type: 'string' },
@@ -143,7 +180,8 @@ export function parseCli (argv) {
       help: { type: 'boolean', short: 'h', default: false }
     }
   })
-  const preset = values.full ? 'full' : 'quick'
+  if (values.full && values.smoke) throw new Error('--full and --smoke: choose one')
+  const preset = values.full ? 'full' : values.smoke ? 'smoke' : 'quick'
   const p = PRESETS[preset]
   const int = (flag, fallback) => (values[flag] === undefined ? fallback : positiveInt(values[flag], `--${flag}`))
   const runs = int('runs', p.runs)
@@ -168,6 +206,9 @@ export function parseCli (argv) {
     handoffCalls: int('handoff-calls', p.handoffCalls),
     handoffPacedCalls: int('handoff-paced-calls', p.handoffPacedCalls),
     handoffVariants: values['handoff-variants'] ? list(values['handoff-variants'], HANDOFF_VARIANTS, '--handoff-variants') : HANDOFF_VARIANTS,
+    journalModes: values['journal-modes'] ? list(values['journal-modes'], JOURNAL_MODES, '--journal-modes') : JOURNAL_MODES,
+    burstJobs: int('burst-jobs', p.burstJobs),
+    burstClients: int('burst-clients', p.burstClients),
     webSeconds: int('web-seconds', p.webSeconds),
     reuseFiles: int('reuse-files', p.reuseFiles),
     reuseRuns: int('reuse-runs', p.reuseRuns),

@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process'
 import { onCleanup, onExitKill } from './cleanup.js'
 import { startTarget } from './targets.js'
 import { startSidecar } from './sidecar.js'
+import { startRedis } from './redis.js'
 import { createTestFile } from './testfile.js'
 import { statusKiB } from './procfs.js'
 import { GiB } from './stats.js'
@@ -61,7 +62,7 @@ export async function setupEnv (opts, progress) {
   const needed = new Set()
   if (opts.sections.includes('throughput')) opts.targets.forEach((t) => needed.add(t))
   if (opts.sections.includes('concurrency')) opts.concTargets.forEach((t) => needed.add(t))
-  if (['alloc', 'reuse', 'handoff', 'web'].some((s) => opts.sections.includes(s))) needed.add('http')
+  if (['alloc', 'reuse', 'handoff', 'burst', 'web'].some((s) => opts.sections.includes(s))) needed.add('http')
 
   const targets = {}
   for (const name of ['http', 'webhdfs'].filter((t) => needed.has(t))) {
@@ -81,6 +82,7 @@ export async function setupEnv (opts, progress) {
 
   let daemon = null
   let count = 0
+  let redis = null
   const env = {
     workDir,
     filesDir,
@@ -88,25 +90,39 @@ export async function setupEnv (opts, progress) {
     get daemon () { return daemon },
 
     // Stops the previous daemon and starts a new one with an empty state directory, warmed up.
-    async startDaemon (section, { quiet = false } = {}) {
+    // `journal`: the daemon's journal.sync mode ("fsync", the default, is left out of the config);
+    // `queue` adds to the queue settings, `targets` adds targets (e.g. a file target).
+    async startDaemon (section, { quiet = false, journal = 'fsync', queue = {}, targets: more = {} } = {}) {
       if (daemon) await daemon.stop()
       if (opts.cpuProfDir) await fs.mkdir(opts.cpuProfDir, { recursive: true })
       const d = await startSidecar({
         workDir,
         name: `sidecar-${++count}-${section}`,
         roots: [filesDir],
-        targets: daemonTargets,
+        targets: { ...daemonTargets, ...more },
         cpuProfDir: opts.cpuProfDir,
         // The hand-off sections queue tens of thousands of small jobs.
-        extra: { queue: { limit: 1_000_000 } }
+        extra: { queue: { limit: 1_000_000, ...queue }, ...(journal !== 'fsync' && { journal: { sync: journal } }) }
       })
       onCleanup(() => d.stop())
       onExitKill(() => d.killNow())
       daemon = d
       d.idleRssMiB = statusKiB(d.pid, 'VmRSS') / 1024
       await warmUp(d)
-      if (!quiet) progress.log(`daemon for ${section}: pid ${d.pid}, ${d.socketPath}, idle RSS ${d.idleRssMiB.toFixed(1)} MiB`)
+      d.journal = journal
+      if (!quiet) progress.log(`daemon for ${section} (journal ${journal}): pid ${d.pid}, ${d.socketPath}, idle RSS ${d.idleRssMiB.toFixed(1)} MiB`)
       return d
+    },
+
+    // The redis anchor, started on first use and stopped at the end of the run.
+    redis () {
+      redis ??= startRedis({ workDir }).then((r) => {
+        onCleanup(() => r.stop())
+        onExitKill(() => r.killNow())
+        progress.log(`redis-server ${r.version} (appendonly yes, appendfsync everysec) on 127.0.0.1:${r.port}, pid ${r.pid}`)
+        return r
+      })
+      return redis
     },
 
     // A test file in the daemon's root: { path, bytes, sha256 }.

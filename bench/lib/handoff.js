@@ -5,9 +5,13 @@
 // The daemon runs the uploads (4 at once) while the burst goes on, as it would in production.
 // The -paced variants make one call every PACE_US instead (an endpoint's usual load, the daemon
 // mostly idle when a call comes): what one request waits, rather than a saturated daemon.
+// The sidecar's variants run once per journal mode (issue #18), each mode on a fresh daemon. Beside
+// them, from the same run: redis-lpush (the anchor: php-redis LPUSH of the same job body to a
+// redis-server with appendfsync everysec) and fdatasync (the floor of "fsync" mode: a bare
+// write + fdatasync of a journal-sized line, on the file system of the daemon's state directory).
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { existsSync } from 'node:fs'
+import { existsSync, openSync, writeSync, fdatasyncSync, closeSync } from 'node:fs'
 import { randomFillSync } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { runPhp } from './php.js'
@@ -16,12 +20,60 @@ import { cpuSeconds } from './procfs.js'
 const FILE_BYTES = 4096
 const SIDECAR_VARIANTS = ['acked-unix', 'acked-tcp', 'noack-unix']
 const EXEC_WAIT_MS = 300_000
-const EST_CALL_S = { 'acked-unix': 0.004, 'acked-tcp': 0.004, 'noack-unix': 0.002, 'exec-curl': 0.015, direct: 0.0015, 'acked-unix-paced': 0.007, 'direct-paced': 0.006 }
+const EST_CALL_S = { 'acked-unix': 0.004, 'acked-tcp': 0.004, 'noack-unix': 0.002, 'exec-curl': 0.015, direct: 0.0015, 'redis-lpush': 0.0002, fdatasync: 0.0005 }
 const PACE_US = 5000
+const REDIS_KEY = 'sidecar-bench-jobs'
+// A journal line of a small upload, about as long as the daemon's (the floor's appended write).
+const JOURNAL_LINE = Buffer.from(JSON.stringify({ op: 'put', job: { id: '0'.repeat(32), direction: 'upload', target: 'files', local: '/tmp/sidecar-bench-XXXXXX/files/handoff.bin', remote: '/handoff-acked-unix-1234.bin', overwrite: false, state: 'queued', attempts: 0, createdAt: new Date(0).toISOString(), error: null } }) + '\n')
+export const JOURNAL_LINE_BYTES = JOURNAL_LINE.length
 const paced = (variant) => variant.endsWith('-paced')
+const baseOf = (variant) => variant.replace(/-paced$/, '')
 const callsOf = (variant, opts) => paced(variant) ? opts.handoffPacedCalls : opts.handoffCalls
+export const isSidecarVariant = (variant) => SIDECAR_VARIANTS.includes(baseOf(variant))
+const runsOf = (variant, opts) => isSidecarVariant(variant) ? opts.journalModes.length : 1
 
-export const estimateHandoff = (opts) => 3 + opts.handoffVariants.reduce((s, v) => s + 1 + callsOf(v, opts) * EST_CALL_S[v], 0)
+export const estimateHandoff = (opts) => 3 + opts.journalModes.length * 3 + opts.handoffVariants.reduce((s, v) =>
+  s + runsOf(v, opts) * (1 + callsOf(v, opts) * (paced(v) ? PACE_US / 1e6 * 1.2 : EST_CALL_S[baseOf(v)])), 0)
+
+// Percentiles as bench/php/common.php computes them, from µs.
+function percentiles (us) {
+  const v = [...us].sort((a, b) => a - b)
+  const n = v.length
+  const at = (p) => (n === 0 ? null : v[Math.min(n - 1, Math.floor(p * n))])
+  const mid = n >> 1
+  return {
+    medianUs: n === 0 ? null : n % 2 ? v[mid] : (v[mid - 1] + v[mid]) / 2,
+    p90Us: at(0.9),
+    p99Us: at(0.99),
+    meanUs: n === 0 ? null : v.reduce((s, x) => s + x, 0) / n
+  }
+}
+
+// The floor of "fsync" mode: write(2) of a journal-sized line to a file opened O_APPEND, then
+// fdatasync(2), both called directly (fs.writeSync, fs.fdatasyncSync: no thread pool) from this
+// Node process, in `dir` (the file system of the daemon's state directory).
+async function fdatasyncFloor (dir, count, pauseUs) {
+  const file = path.join(dir, 'fdatasync-floor.journal')
+  const fd = openSync(file, 'a')
+  const times = []
+  const cpu0 = process.cpuUsage()
+  const started = performance.now()
+  try {
+    for (let i = 0; i < count; i++) {
+      const t0 = process.hrtime.bigint()
+      writeSync(fd, JOURNAL_LINE)
+      fdatasyncSync(fd)
+      times.push(Number(process.hrtime.bigint() - t0) / 1e3)
+      if (pauseUs) await sleep(pauseUs / 1000)
+    }
+  } finally {
+    closeSync(fd)
+    await fs.rm(file, { force: true })
+  }
+  const seconds = (performance.now() - started) / 1000
+  const cpu = process.cpuUsage(cpu0)
+  return { ...percentiles(times), seconds, callsPerSecond: count / seconds, handedOffPerSecond: count / seconds, errors: 0, firstErrors: [], cpuS: (cpu.user + cpu.system) / 1e6, childrenCpuS: 0, ids: [] }
+}
 
 // Looks every id up once the daemon is idle: unknown → lost, not succeeded → failed.
 async function countLost (daemon, ids) {
@@ -72,84 +124,116 @@ async function backgroundCurlCpu (timesDir, count) {
 }
 
 export async function runHandoff (env, opts, progress) {
-  progress.section('handoff', opts.handoffVariants.length)
+  const steps = opts.handoffVariants.reduce((sum, v) => sum + runsOf(v, opts), 0)
+  progress.section('handoff', steps)
   if (opts.handoffVariants.includes('exec-curl') && !existsSync('/bin/bash')) {
     throw new Error('hand-off exec-curl needs /bin/bash (its `times` builtin counts the background curls\' CPU)')
   }
-  const daemon = await env.startDaemon('handoff')
-  const http = env.targets.http
   const file = path.join(env.filesDir, 'handoff.bin')
   await fs.writeFile(file, randomFillSync(Buffer.alloc(FILE_BYTES)))
   const records = []
-  for (const variant of opts.handoffVariants) {
-    const base = variant.replace(/-paced$/, '')
-    const calls = callsOf(variant, opts)
-    const sidecar = SIDECAR_VARIANTS.includes(base)
-    const prefix = `handoff-${variant}`
-    const timesDir = path.join(env.workDir, `handoff-${variant}.times`)
-    await fs.mkdir(timesDir, { recursive: true })
-    const cpu0 = cpuSeconds(daemon.pid)
-    const r = await runPhp('handoff.php', {
+  const skippedModes = []
+  const others = opts.handoffVariants.filter((v) => !isSidecarVariant(v))
+  const sidecars = opts.handoffVariants.filter(isSidecarVariant)
+  // The competitors first, then each journal mode on its own fresh daemon.
+  const redis = others.some((v) => baseOf(v) === 'redis-lpush') ? await env.redis() : null
+  for (const variant of others) records.push(await runVariant({ env, opts, progress, variant, mode: null, daemon: null, redis, file }))
+  for (const mode of sidecars.length ? opts.journalModes : []) {
+    let daemon
+    try {
+      daemon = await env.startDaemon(`handoff-${mode}`, { journal: mode })
+    } catch (err) {
+      // e.g. a daemon that does not know journal.sync yet: the other mode still runs.
+      skippedModes.push({ mode, error: err.message.split('\n')[0] })
+      progress.log(`handoff: journal mode ${mode} skipped, the daemon did not start: ${err.message.split('\n').slice(0, 3).join(' ')}`)
+      for (let i = 0; i < sidecars.length; i++) progress.step(`${mode}: skipped`)
+      continue
+    }
+    for (const variant of sidecars) records.push(await runVariant({ env, opts, progress, variant, mode, daemon, redis, file }))
+  }
+  return { records, fileBytes: FILE_BYTES, skippedModes, redisVersion: redis?.version ?? null }
+}
+
+async function runVariant ({ env, opts, progress, variant, mode, daemon, redis, file }) {
+  const base = baseOf(variant)
+  const calls = callsOf(variant, opts)
+  const sidecar = isSidecarVariant(variant)
+  const pauseUs = paced(variant) ? PACE_US : 0
+  const http = env.targets.http
+  const prefix = `handoff-${variant}${mode ? `-${mode}` : ''}`
+  const timesDir = path.join(env.workDir, `${prefix}.times`)
+  await fs.mkdir(timesDir, { recursive: true })
+  const cpuPid = sidecar ? daemon.pid : base === 'redis-lpush' ? redis.pid : null
+  const cpu0 = cpuPid ? cpuSeconds(cpuPid) : 0
+  const r = base === 'fdatasync'
+    ? await fdatasyncFloor(env.workDir, calls, pauseUs)
+    : await runPhp('handoff.php', {
       variant: base,
       count: calls,
-      pauseUs: paced(variant) ? PACE_US : 0,
+      pauseUs,
       file,
-      socket: daemon.socketPath,
-      port: daemon.port,
+      socket: daemon?.socketPath,
+      port: daemon?.port,
       sidecarTarget: http.sidecarName,
       remotePrefix: prefix, // flat names: the uploads need no new collection
       url: http.uploadUrl,
+      redisPort: redis?.port,
+      redisKey: REDIS_KEY,
       timesDir
     })
-    const daemonBurstCpuS = cpuSeconds(daemon.pid) - cpu0
-    let lost = 0
-    let failed = 0
-    let failures = []
-    let backgroundCpuS = 0
-    let drainSeconds = 0
-    let daemonCpuS = 0
-    if (sidecar) {
-      drainSeconds = await daemon.drained()
-      daemonCpuS = cpuSeconds(daemon.pid) - cpu0
-      // A no-ack job the daemon took after PHP moved on still counts: wait a moment for stragglers.
-      if (base === 'noack-unix') await sleep(500)
-      ;({ lost, failed, failures } = await countLost(daemon, r.ids))
-      if (failures.length) progress.log(`${variant}: failed jobs, e.g. ${failures.join('; ')}`)
-    } else {
-      if (base === 'exec-curl') ({ cpuS: backgroundCpuS } = await backgroundCurlCpu(timesDir, calls - r.errors))
-      const arrived = await countArrived(http.localPath(''), prefix, calls)
-      lost = calls - r.errors - arrived
-    }
-    for (let i = 0; i < calls; i++) await http.remove(`${prefix}-${i}.bin`)
-    const perCallUs = (s) => s * 1e6 / calls
-    const handedOff = Math.max(1, calls - r.errors) // uploads that then ran
-    const record = {
-      variant,
-      calls,
-      pauseUs: paced(variant) ? PACE_US : 0,
-      medianUs: r.medianUs,
-      p90Us: r.p90Us,
-      p99Us: r.p99Us,
-      meanUs: r.meanUs,
-      callsPerSecond: paced(variant) ? null : r.callsPerSecond, // paced: set by the pause
-      handedOffPerSecond: paced(variant) ? null : r.handedOffPerSecond, // calls that did not throw
-      errors: r.errors,
-      firstErrors: r.firstErrors,
-      lost,
-      failed,
-      failures,
-      phpCpuUsPerCall: perCallUs(r.cpuS + r.childrenCpuS),
-      daemonBurstCpuUsPerCall: perCallUs(daemonBurstCpuS),
-      // Everything one upload cost this machine's client side, transfer included: PHP's (and the
-      // shells' it waited for, failed calls included), the daemon's (until its queue was empty) or
-      // the background curls', per upload that was actually handed off.
-      totalCpuUsPerUpload: (r.cpuS + r.childrenCpuS + daemonCpuS + backgroundCpuS) * 1e6 / handedOff,
-      drainSeconds
-    }
-    records.push(record)
-    progress.step(`${variant.padEnd(16)} median ${r.medianUs?.toFixed(1) ?? '—'} µs  p99 ${r.p99Us?.toFixed(0) ?? '—'} µs  ${paced(variant) ? `one call every ${PACE_US / 1000} ms` : `${r.handedOffPerSecond.toFixed(0)} hand-offs/s`}  ` +
-      `errors ${r.errors}  lost ${lost}  failed ${failed}  cpu/call PHP ${record.phpCpuUsPerCall.toFixed(0)} µs, all ${record.totalCpuUsPerUpload.toFixed(0)} µs` +
-      (sidecar ? `  (queue drained ${drainSeconds.toFixed(1)} s after the burst)` : ''))
+  const daemonBurstCpuS = cpuPid ? cpuSeconds(cpuPid) - cpu0 : 0
+  let lost = 0
+  let failed = 0
+  let failures = []
+  let backgroundCpuS = 0
+  let drainSeconds = 0
+  let daemonCpuS = 0
+  if (sidecar) {
+    drainSeconds = await daemon.drained()
+    daemonCpuS = cpuSeconds(daemon.pid) - cpu0
+    // A no-ack job the daemon took after PHP moved on still counts: wait a moment for stragglers.
+    if (base === 'noack-unix') await sleep(500)
+    ;({ lost, failed, failures } = await countLost(daemon, r.ids))
+    if (failures.length) progress.log(`${variant} (${mode}): failed jobs, e.g. ${failures.join('; ')}`)
+  } else if (base === 'redis-lpush') {
+    daemonCpuS = daemonBurstCpuS // redis-server's: it only stores the job, no upload runs
+    lost = calls - r.errors - r.queued
+  } else if (base !== 'fdatasync') {
+    if (base === 'exec-curl') ({ cpuS: backgroundCpuS } = await backgroundCurlCpu(timesDir, calls - r.errors))
+    const arrived = await countArrived(http.localPath(''), prefix, calls)
+    lost = calls - r.errors - arrived
   }
-  return { records, fileBytes: FILE_BYTES }
+  if (sidecar || base === 'direct' || base === 'exec-curl') {
+    for (let i = 0; i < calls; i++) await http.remove(`${prefix}-${i}.bin`)
+  }
+  const perCallUs = (s) => s * 1e6 / calls
+  const handedOff = Math.max(1, calls - r.errors) // uploads that then ran
+  const record = {
+    variant,
+    mode, // the daemon's journal.sync; null: not the sidecar
+    calls,
+    pauseUs,
+    medianUs: r.medianUs,
+    p90Us: r.p90Us,
+    p99Us: r.p99Us,
+    meanUs: r.meanUs,
+    callsPerSecond: paced(variant) ? null : r.callsPerSecond, // paced: set by the pause
+    handedOffPerSecond: paced(variant) ? null : r.handedOffPerSecond, // calls that did not throw
+    errors: r.errors,
+    firstErrors: r.firstErrors,
+    lost,
+    failed,
+    failures,
+    phpCpuUsPerCall: base === 'fdatasync' ? null : perCallUs(r.cpuS + r.childrenCpuS),
+    daemonBurstCpuUsPerCall: perCallUs(daemonBurstCpuS),
+    // Everything one upload cost this machine's client side, transfer included: PHP's (and the
+    // shells' it waited for, failed calls included), the daemon's (until its queue was empty),
+    // the background curls', or redis-server's, per upload that was actually handed off.
+    totalCpuUsPerUpload: (r.cpuS + r.childrenCpuS + daemonCpuS + backgroundCpuS) * 1e6 / handedOff,
+    drainSeconds
+  }
+  progress.step(`${variant.padEnd(17)} ${(mode ?? '').padEnd(5)} median ${r.medianUs?.toFixed(1) ?? '—'} µs  p99 ${r.p99Us?.toFixed(0) ?? '—'} µs  ${paced(variant) ? `one call every ${PACE_US / 1000} ms` : `${r.handedOffPerSecond.toFixed(0)} hand-offs/s`}  ` +
+    `errors ${r.errors}  lost ${lost}  failed ${failed}  cpu/call PHP ${record.phpCpuUsPerCall?.toFixed(0) ?? '—'} µs, all ${record.totalCpuUsPerUpload.toFixed(0)} µs` +
+    (sidecar ? `  (queue drained ${drainSeconds.toFixed(1)} s after the burst)` : ''))
+  return record
 }

@@ -9,6 +9,9 @@ import { formatSeconds } from './progress.js'
 import { distinct } from './stats.js'
 import { throughputTargets } from './throughput.js'
 import { NODE_FLAGS } from './sidecar.js'
+import { redisVersion } from './redis.js'
+import { JOURNAL_LINE_BYTES } from './handoff.js'
+import { KEEP_FINISHED as KEEP_FINISHED_DOC } from './burst.js'
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url))
 const HADOOP_LIB = path.join(REPO, 'test/harness/hdfs/target/lib')
@@ -51,6 +54,7 @@ export function machineInfo () {
     java: firstLine('java', ['-version']),
     hadoop: hadoopVersion(),
     wrk: firstLine('wrk', ['-v']).split(' ').slice(0, 2).join(' '),
+    redis: redisVersion(),
     git: `${firstLine('git', ['rev-parse', '--short', 'HEAD'])}${status ? ' (with uncommitted changes)' : ''}`
   }
 }
@@ -135,10 +139,22 @@ function concurrencySection (summary, charts) {
 function handoffSection (records, charts) {
   // Paced variants are compared with the paced direct PUT, the others with the burst's.
   const directOf = (r) => records.find((d) => d.variant === (r.variant.endsWith('-paced') ? 'direct-paced' : 'direct'))
-  const body = records.map((r) => [r.variant, f1(r.medianUs), f0(r.p90Us), f0(r.p99Us), f0(r.handedOffPerSecond ?? (r.callsPerSecond === null ? null : r.callsPerSecond * (r.calls - r.errors) / r.calls)), String(r.errors), String(r.lost), String(r.failed),
+  const body = records.map((r) => [r.variant, r.mode ?? '—', f1(r.medianUs), f0(r.p90Us), f0(r.p99Us), f0(r.handedOffPerSecond ?? (r.callsPerSecond === null ? null : r.callsPerSecond * (r.calls - r.errors) / r.calls)), String(r.errors), String(r.lost), String(r.failed),
     f0(r.phpCpuUsPerCall), f0(r.totalCpuUsPerUpload), directOf(r)?.medianUs && r.medianUs ? f2(directOf(r).medianUs / r.medianUs) : '—'])
   const pics = ['handoff.svg', 'handoff-cpu.svg'].filter((c) => charts.includes(c)).map((c) => `![${c}](${c})`).join('\n')
-  return `${table(['variant', 'median µs', 'p90 µs', 'p99 µs', 'hand-offs/s', 'errors', 'lost', 'failed', 'PHP CPU µs/call', 'all CPU µs/upload', 'direct µs ÷ this µs'], body)}\n\n${pics}`
+  return `${table(['variant', 'journal mode', 'median µs', 'p90 µs', 'p99 µs', 'hand-offs/s', 'errors', 'lost', 'failed', 'PHP CPU µs/call', 'all CPU µs/upload', 'direct µs ÷ this µs'], body)}\n\n${pics}`
+}
+
+function burstSection (result, charts) {
+  const redis = result.records.find((r) => r.variant === 'redis-lpush')
+  const body = result.records.map((r) => [r.variant, r.mode ?? '—', `${r.acked}/${r.jobs}`, f2(r.seconds), f0(r.ackedPerSecond), redis ? f2(r.ackedPerSecond / redis.ackedPerSecond) : '—',
+    f0(r.medianUs), f0(r.p99Us), String(r.errors), String(r.lost), String(r.duplicated), r.variant === 'sidecar' ? String(r.strayFiles) : '—',
+    r.variant === 'sidecar' ? `${r.accepted} / ${r.succeeded} / ${r.retries}` : '—',
+    r.variant === 'sidecar' ? f1(r.drainSeconds) : '—',
+    r.variant === 'sidecar' ? `${f0(r.idleRssMiB)} / ${f0(r.burstPeakRssMiB)} / ${f0(r.drainPeakRssMiB)}` : '—',
+    r.variant === 'sidecar' ? `${r.jobsKept} (≤ ${r.keepFinished})` : '—'])
+  const pics = charts.includes('burst.svg') ? '![burst.svg](burst.svg)' : ''
+  return `${table(['client', 'journal mode', 'acked', 'seconds', 'hand-offs/s', '÷ redis', 'median µs', 'p99 µs', 'errors', 'lost', 'duplicated', 'stray files', 'accepted / succeeded / retries', 'drained s after', 'daemon RSS MiB idle / burst peak / drain peak', 'jobs kept'], body)}\n\n${pics}`
 }
 
 function webSection (records, charts) {
@@ -167,23 +183,94 @@ function allocSection (summary, charts) {
 }
 
 function reuseSection (summary, charts) {
-  const body = summary.map((r) => [r.variant, sp(r.seconds, f2), sp(r.filesPerSecond), f2(r.cpuMsPerFile), f2(r.vsNewHandle)])
+  const body = summary.map((r) => [r.mode ?? '—', r.variant, sp(r.seconds, f2), sp(r.filesPerSecond), f2(r.cpuMsPerFile), f2(r.vsNewHandle)])
   const pics = charts.includes('reuse.svg') ? '![reuse.svg](reuse.svg)' : ''
-  return `${table(['variant', 'seconds', 'files/s', 'CPU ms/file', '÷ php-new-handle'], body)}\n\n${pics}`
+  return `${table(['journal mode (daemon)', 'variant', 'seconds', 'files/s', 'CPU ms/file', '÷ php-new-handle'], body)}\n\n${pics}`
 }
 
-export function goals (results) {
-  const out = results.throughput ? throughputTargets(results.throughput.summary) : []
-  const unix = results.handoff?.records.find((r) => r.variant === 'acked-unix')
-  const paced = results.handoff?.records.find((r) => r.variant === 'acked-unix-paced')
-  if (unix) {
+const us = (r) => (r?.medianUs === null || r?.medianUs === undefined ? '—' : `${r.medianUs.toFixed(1)} µs`)
+const perS = (r) => (r ? `${r.ackedPerSecond.toFixed(0)}/s` : '—')
+// met: true/false, or null when a figure it needs did not run.
+const known = (...xs) => xs.every((x) => x !== null && x !== undefined)
+
+// The goals of issue #18 the hand-off, burst and reuse sections measure, each against figures of the same run.
+export function handoffGoals (results) {
+  const out = []
+  const ho = results.handoff?.records ?? []
+  const at = (variant, mode = null) => ho.find((r) => r.variant === variant && r.mode === mode)
+  if (ho.length) {
+    const pacedWrite = at('acked-unix-paced', 'write')
     out.push({
-      goal: 'acked hand-off ≤ 60 µs median over the unix socket',
-      met: unix.medianUs !== null && unix.medianUs <= 60 && (!paced || (paced.medianUs !== null && paced.medianUs <= 60)),
-      detail: `${unix.medianUs?.toFixed(1) ?? '—'} µs back to back${paced ? `, ${paced.medianUs?.toFixed(1) ?? '—'} µs at one call every ${paced.pauseUs / 1000} ms` : ''}`
+      goal: 'acked hand-off, one call every 5 ms, median ≤ 60 µs ("write" mode, unix socket)',
+      met: known(pacedWrite?.medianUs) ? pacedWrite.medianUs <= 60 : null,
+      detail: `${us(pacedWrite)} (TCP ${us(at('acked-tcp-paced', 'write'))}; direct PUT ${us(at('direct-paced'))})`
+    })
+    const pacedFsync = at('acked-unix-paced', 'fsync')
+    const floor = at('fdatasync-paced')
+    out.push({
+      goal: 'acked hand-off, one call every 5 ms, median ≤ bare fdatasync median + 60 µs ("fsync" mode, unix socket)',
+      met: known(pacedFsync?.medianUs, floor?.medianUs) ? pacedFsync.medianUs <= floor.medianUs + 60 : null,
+      detail: `${us(pacedFsync)} against fdatasync ${us(floor)} + 60 (TCP ${us(at('acked-tcp-paced', 'fsync'))})`
+    })
+    for (const mode of ['fsync', 'write']) {
+      const b2b = at('acked-unix', mode)
+      const paced = at('acked-unix-paced', mode)
+      if (!b2b && !paced) continue
+      out.push({
+        goal: `acked hand-off back to back, median ≤ 2 × the paced median ("${mode}" mode, unix socket)`,
+        met: known(b2b?.medianUs, paced?.medianUs) ? b2b.medianUs <= 2 * paced.medianUs : null,
+        detail: `${us(b2b)} back to back, ${us(paced)} paced (TCP ${us(at('acked-tcp', mode))}, ${us(at('acked-tcp-paced', mode))})`
+      })
+    }
+    const b2bWrite = at('acked-unix', 'write')
+    const redisPaced = at('redis-lpush-paced')
+    const redisB2b = at('redis-lpush')
+    const pairs = [[pacedWrite, redisPaced], [b2bWrite, redisB2b]].filter(([a, b]) => known(a?.medianUs, b?.medianUs))
+    out.push({
+      goal: 'acked hand-off median at or below redis LPUSH (appendfsync everysec) ("write" mode, paced and back to back)',
+      met: pairs.length ? pairs.every(([a, b]) => a.medianUs <= b.medianUs) : null,
+      detail: `paced ${us(pacedWrite)} against ${us(redisPaced)}; back to back ${us(b2bWrite)} against ${us(redisB2b)}`
+    })
+  }
+  const bu = results.burst?.records ?? []
+  if (bu.length) {
+    const redis = bu.find((r) => r.variant === 'redis-lpush')
+    for (const [mode, rate] of [['write', 10_000], ['fsync', 3_000]]) {
+      const r = bu.find((x) => x.variant === 'sidecar' && x.mode === mode)
+      out.push({
+        goal: `${r?.clients ?? 16} PHP processes at once: ≥ ${rate.toLocaleString('en')} acked hand-offs/s ("${mode}" mode)`,
+        met: r ? r.ackedPerSecond >= rate : null,
+        detail: r ? `${perS(r)} over ${r.acked} jobs (redis LPUSH ${perS(redis)})` : 'not run'
+      })
+    }
+    const write = bu.find((x) => x.variant === 'sidecar' && x.mode === 'write')
+    out.push({
+      goal: 'burst rate at or above redis LPUSH\'s ("write" mode)',
+      met: write && redis ? write.ackedPerSecond >= redis.ackedPerSecond : null,
+      detail: `${perS(write)} against ${perS(redis)}`
+    })
+    const sidecars = bu.filter((x) => x.variant === 'sidecar')
+    if (sidecars.length) {
+      out.push({
+        goal: 'burst: 0 lost, 0 duplicated, no job run twice, finished jobs kept ≤ queue.keepFinished (what bounds the daemon\'s memory once drained)',
+        met: sidecars.every((x) => x.errors === 0 && x.lost === 0 && x.duplicated === 0 && x.strayFiles === 0 && x.retries === 0 && x.notSucceeded === 0 && x.jobsKept <= x.keepFinished),
+        detail: sidecars.map((x) => `${x.mode}: errors ${x.errors}, lost ${x.lost}, duplicated ${x.duplicated}, stray files ${x.strayFiles}, not succeeded ${x.notSucceeded}, retries ${x.retries}, kept ${x.jobsKept}/${x.keepFinished}, RSS peak ${x.burstPeakRssMiB.toFixed(0)} MiB in the burst, ${x.drainPeakRssMiB.toFixed(0)} MiB in the drain (idle ${x.idleRssMiB.toFixed(0)})`).join('; ')
+      })
+    }
+  }
+  for (const r of results.reuse?.summary?.filter((x) => x.variant === 'sidecar') ?? []) {
+    const newHandle = results.reuse.summary.find((x) => x.mode === r.mode && x.variant === 'php-new-handle')
+    out.push({
+      goal: `${r.files} files of 4 KiB to httpd: files/s ≥ php-curl new handle's ("${r.mode}" mode)`,
+      met: known(r.vsNewHandle) ? r.vsNewHandle >= 1 : null,
+      detail: `${sp(r.filesPerSecond)} files/s against ${sp(newHandle?.filesPerSecond)} (median ratio ${f2(r.vsNewHandle)}; curl_multi ${sp(results.reuse.summary.find((x) => x.mode === r.mode && x.variant === 'php-multi')?.filesPerSecond)})`
     })
   }
   return out
+}
+
+export function goals (results) {
+  return [...(results.throughput ? throughputTargets(results.throughput.summary) : []), ...handoffGoals(results)]
 }
 
 // The method bullets of the sections that ran (and those every section shares).
@@ -242,11 +329,33 @@ function method (params) {
   \`bash -c 'curl …; times'\`, whose children line gives that curl's CPU; the wrapper's own is not
   counted).
   The -paced variants make ${p.handoffPacedCalls} calls, one every 5 ms (the pause not timed; calls/s left out):
-  what one request of an endpoint under its usual load waits, the daemon mostly idle when it comes.`],
+  what one request of an endpoint under its usual load waits, the daemon mostly idle when it comes.
+  The sidecar's variants (acked-*, noack-*) run once per journal mode (${(p.journalModes ?? ['fsync']).join(', ')}: the daemon's
+  \`journal.sync\`), each mode on a fresh daemon; the others once. redis-lpush: php-redis \`LPUSH\` of the same JSON
+  job body \`Client::upload()\` sends, to a private redis-server (\`appendonly yes\`, \`appendfsync everysec\`, loopback
+  TCP, its files in the run's temporary directory); lost = pushed but not in the list (LLEN) afterwards; its
+  "all CPU" is PHP's plus redis-server's (no upload runs). fdatasync: the floor of "fsync" mode, measured from
+  Node: \`fs.writeSync\` of a ${JOURNAL_LINE_BYTES}-byte line (a journal record's size) to a file opened O_APPEND, then
+  \`fs.fdatasyncSync\` (both direct system calls, no thread pool), on the file system of the daemon's state
+  directory; its "all CPU" is the bench process's.`],
+    [ran('burst'), `- Burst (issue #18, 4): ${p.burstClients} php processes (bench/php/burst.php) each hand off a share of ${p.burstJobs} uploads of
+  one 4 KiB file to a \`file\` target, back to back over the unix socket, one kept-alive Client each; they
+  start together (each creates a ready file once its client exists, then polls for a go file every 100 µs).
+  hand-offs/s = acked jobs / (first client's start → last client's last ack), one clock (microtime) for all.
+  Once per journal mode, each on a fresh daemon with \`queue.keepFinished\` ${KEEP_FINISHED_DOC} (\`queue.limit\` 1,000,000, so the
+  whole burst is accepted); the daemon's VmRSS is sampled every 200 ms during the burst and during the
+  drain after it. Then: lost = an acked job whose file is not in the target directory with 4096 bytes;
+  duplicated = an id acked twice, or the daemon's accepted or succeeded
+  counters (\`sidecar_jobs_accepted_total\`, \`sidecar_jobs_finished_total{state="succeeded"}\`, over the burst) above
+  the acked count; retries = \`sidecar_transfer_retries_total\` over the burst plus kept jobs with attempts > 1
+  (a job run twice would show there); stray files = files in the target nobody acked; jobs kept = jobs the daemon still lists afterwards (warm-up's included).
+  The anchor: the same clients LPUSHing the same job body to the redis-server above; lost/duplicated from
+  the list's length and distinct ids afterwards.`],
     [ran('web'), `- Web endpoint: \`php -S\` with PHP_CLI_SERVER_WORKERS=4 (php-fpm is not installed here), \`wrk -t2 -c8 -d${p.webSeconds}s\`,
   a new Client (and connection) per request, 20 warm-up requests per page.`],
     [ran('reuse'), `- Connection reuse: ${p.reuseFiles} files of 4 KiB to httpd, ${p.reuseRuns} run(s); curl_multi with 4 transfers in flight, as
-  many as the sidecar's default per-target concurrency.`]
+  many as the sidecar's default per-target concurrency. Once per journal mode (${(p.journalModes ?? ['fsync']).join(', ')}), on a fresh daemon each,
+  the php-curl variants again beside it; "÷ php-new-handle" pairs runs of the same mode.`]
   ]
   return bullets.filter(([on]) => on).map(([, text]) => text).join('\n')
 }
@@ -257,9 +366,10 @@ export function markdown ({ startedAt, seconds, machine, params, loadAvg, result
   const sections = []
   if (results.throughput) sections.push(`## 1–2. Download and upload throughput against file size\n\nDaemon idle RSS after start: ${f1(results.throughput.daemonIdleRssMiB)} MiB.\n\n${throughputSection(results.throughput.summary, charts)}`)
   if (results.alloc) sections.push(`## 1c. The study's falling curve: php-curl RETURNTRANSFER with PHP's allocator growing blocks as on Windows (httpd download)\n\n${allocSection(results.alloc.summary, charts)}`)
-  if (results.handoff) sections.push(`## 3. Hand-off cost from PHP (${params.handoffCalls} calls back to back, ${params.handoffPacedCalls} paced, 4 KiB upload to httpd)\n\n${handoffSection(results.handoff.records, charts)}`)
+  if (results.handoff) sections.push(`## 3. Hand-off cost from PHP (${params.handoffCalls} calls back to back, ${params.handoffPacedCalls} paced, 4 KiB upload to httpd; the sidecar per journal mode)\n\n${handoffSection(results.handoff.records, charts)}`)
   if (results.web) sections.push(`## 3b. Web endpoint: hand off vs upload directly\n\n${webSection(results.web.records, charts)}`)
   if (results.concurrency) sections.push(`## 4. Concurrency (${params.concSizeMiB} MiB per transfer)\n\nDaemon idle RSS after start: ${f1(results.concurrency.daemonIdleRssMiB)} MiB.\n\n${concurrencySection(results.concurrency.summary, charts)}`)
+  if (results.burst) sections.push(`## 4b. Concurrency of hand-offs: ${params.burstClients} PHP processes at once, ${params.burstJobs} jobs (4 KiB uploads to a file target)\n\n${burstSection(results.burst, charts)}`)
   if (results.reuse) sections.push(`## 5. Connection reuse (${params.reuseFiles} files of 4 KiB to httpd)\n\n${reuseSection(results.reuse.summary, charts)}`)
 
   return `# Benchmark matrix: transfer-sidecar vs curl CLI and php-curl
@@ -274,9 +384,9 @@ Run ${startedAt} (${formatSeconds(seconds)}): \`npm run bench${params.argv.lengt
 ## Versions
 - node ${m.node}; ${m.php} with libcurl ${m.phpLibcurl}; ${m.curl}
 - ${m.httpd} (mod_dav, private config of test/harness/httpd.js); ${m.hadoop}, ${m.java}
-- ${m.wrk}
+- ${m.wrk}${m.redis ? `; redis-server ${m.redis}` : ''}
 
-${failures.length ? `## Failed sections\n\n${failures.map((f) => `- **${f.section}**: ${f.error.split('\n')[0]}`).join('\n')}\n\n` : ''}## Targets (issue #6, same-run ratios)
+${failures.length ? `## Failed sections\n\n${failures.map((f) => `- **${f.section}**: ${f.error.split('\n')[0]}`).join('\n')}\n\n` : ''}## Targets (issues #6 and #18, same-run ratios)
 ${g.length ? table(['goal', 'met?', 'detail'], g.map((x) => [x.goal, x.met === null ? 'n/a' : x.met ? '**met**' : '**missed**', x.detail])) : 'No section with a target ran.'}
 
 ## Method

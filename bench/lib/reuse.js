@@ -2,6 +2,8 @@
 // over one by one from PHP, then waited for: pooled keep-alive connections, `concurrency` jobs at
 // once), and by php-curl with a new handle per file, one reused handle, and curl_multi with as many
 // transfers in flight as the sidecar runs (4). Every file is then compared on httpd's disk.
+// Once per journal mode (issue #18), each on a fresh daemon, the php-curl variants run beside it
+// again, so that every mode's ratio pairs figures measured minutes apart at most.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { randomFillSync } from 'node:crypto'
@@ -15,7 +17,7 @@ export const REUSE_VARIANTS = ['sidecar', 'php-new-handle', 'php-reused-handle',
 const FILE_BYTES = 4096
 const PARALLEL = 4 // the sidecar's default per-target concurrency
 
-export const estimateReuse = (opts) => opts.reuseRuns * (2 + opts.reuseFiles * (0.004 + 0.0015 + 0.001 + 0.001 + 0.0005))
+export const estimateReuse = (opts) => opts.journalModes.length * (3 + opts.reuseRuns * (2 + opts.reuseFiles * (0.004 + 0.0015 + 0.001 + 0.001 + 0.0005)))
 
 async function makeFiles (dir, count) {
   await fs.mkdir(dir, { recursive: true })
@@ -32,55 +34,78 @@ async function makeFiles (dir, count) {
 const remoteName = (prefix, i) => `${prefix}-${String(i).padStart(5, '0')}.bin`
 
 export async function runReuse (env, opts, progress) {
-  progress.section('reuse', REUSE_VARIANTS.length * opts.reuseRuns)
-  const daemon = await env.startDaemon('reuse')
+  progress.section('reuse', REUSE_VARIANTS.length * opts.reuseRuns * opts.journalModes.length)
   const http = env.targets.http
   const files = await makeFiles(path.join(env.filesDir, 'small'), opts.reuseFiles)
   const records = []
+  const skippedModes = []
   try {
-    for (let run = 1; run <= opts.reuseRuns; run++) {
-      for (const variant of rotate(REUSE_VARIANTS, run - 1)) {
-        const prefix = `reuse-${variant}-${run}`
-        const cpu0 = cpuSeconds(daemon.pid)
-        const r = await runPhp('reuse.php', {
-          variant, files, url: http.uploadUrl, remotePrefix: prefix, socket: daemon.socketPath, sidecarTarget: http.sidecarName, parallel: PARALLEL
-        })
-        const daemonCpuS = variant === 'sidecar' ? cpuSeconds(daemon.pid) - cpu0 : 0
-        check(r.failed === 0, `${variant}: ${r.failed} uploads failed: ${r.firstErrors.join('; ')}`)
-        for (let i = 0; i < files.length; i++) {
-          const [copy, original] = await Promise.all([fs.readFile(http.localPath(remoteName(prefix, i))), fs.readFile(files[i])])
-          check(copy.equals(original), `${variant}: ${remoteName(prefix, i)} differs from ${files[i]}`)
-        }
-        for (let i = 0; i < files.length; i++) await http.remove(remoteName(prefix, i))
-        const record = {
-          run,
-          variant,
-          files: files.length,
-          fileBytes: FILE_BYTES,
-          seconds: r.seconds,
-          filesPerSecond: files.length / r.seconds,
-          phpCpuS: r.cpuS,
-          daemonCpuS,
-          cpuMsPerFile: (r.cpuS + daemonCpuS) * 1000 / files.length,
-          phpPeakRssMiB: r.peakRssKiB / 1024,
-          verified: 'every file byte for byte on httpd'
-        }
-        records.push(record)
-        progress.step(`${variant.padEnd(18)} ${files.length} files in ${r.seconds.toFixed(2)} s (${record.filesPerSecond.toFixed(0)} files/s), ` +
-          `cpu ${record.cpuMsPerFile.toFixed(2)} ms/file  ok (${record.verified})`)
+    for (const mode of opts.journalModes) {
+      let daemon
+      try {
+        daemon = await env.startDaemon(`reuse-${mode}`, { journal: mode })
+      } catch (err) {
+        // e.g. a daemon that does not know journal.sync yet: the other mode still runs.
+        skippedModes.push({ mode, error: err.message.split('\n')[0] })
+        progress.log(`reuse: journal mode ${mode} skipped, the daemon did not start: ${err.message.split('\n').slice(0, 3).join(' ')}`)
+        continue
       }
+      records.push(...await reuseRuns({ env, opts, progress, daemon, mode, http, files }))
     }
   } finally {
     await fs.rm(path.join(env.filesDir, 'small'), { recursive: true, force: true })
   }
-  return { records }
+  return { records, skippedModes }
 }
 
-export function summarizeReuse (records) {
+async function reuseRuns ({ opts, progress, daemon, mode, http, files }) {
+  const records = []
+  for (let run = 1; run <= opts.reuseRuns; run++) {
+    for (const variant of rotate(REUSE_VARIANTS, run - 1)) {
+      const prefix = `reuse-${variant}-${mode}-${run}`
+      const cpu0 = cpuSeconds(daemon.pid)
+      const r = await runPhp('reuse.php', {
+        variant, files, url: http.uploadUrl, remotePrefix: prefix, socket: daemon.socketPath, sidecarTarget: http.sidecarName, parallel: PARALLEL
+      })
+      const daemonCpuS = variant === 'sidecar' ? cpuSeconds(daemon.pid) - cpu0 : 0
+      check(r.failed === 0, `${variant}: ${r.failed} uploads failed: ${r.firstErrors.join('; ')}`)
+      for (let i = 0; i < files.length; i++) {
+        const [copy, original] = await Promise.all([fs.readFile(http.localPath(remoteName(prefix, i))), fs.readFile(files[i])])
+        check(copy.equals(original), `${variant}: ${remoteName(prefix, i)} differs from ${files[i]}`)
+      }
+      for (let i = 0; i < files.length; i++) await http.remove(remoteName(prefix, i))
+      const record = {
+        run,
+        mode, // the journal mode of the daemon of this run (php-curl: ran beside it)
+        variant,
+        files: files.length,
+        fileBytes: FILE_BYTES,
+        seconds: r.seconds,
+        filesPerSecond: files.length / r.seconds,
+        phpCpuS: r.cpuS,
+        daemonCpuS,
+        cpuMsPerFile: (r.cpuS + daemonCpuS) * 1000 / files.length,
+        phpPeakRssMiB: r.peakRssKiB / 1024,
+        verified: 'every file byte for byte on httpd'
+      }
+      records.push(record)
+      progress.step(`${mode.padEnd(5)} ${variant.padEnd(18)} ${files.length} files in ${r.seconds.toFixed(2)} s (${record.filesPerSecond.toFixed(0)} files/s), ` +
+        `cpu ${record.cpuMsPerFile.toFixed(2)} ms/file  ok (${record.verified})`)
+    }
+  }
+  return records
+}
+
+export function summarizeReuse (all) {
+  return distinct(all, 'mode').flatMap((mode) => summarizeMode(all.filter((r) => r.mode === mode)))
+}
+
+function summarizeMode (records) {
   const newHandle = records.filter((r) => r.variant === 'php-new-handle')
   return distinct(records, 'variant').map((variant) => {
     const mine = records.filter((r) => r.variant === variant)
     return {
+      mode: mine[0].mode,
       variant,
       runs: mine.length,
       files: mine[0].files,

@@ -8,8 +8,10 @@ declare(strict_types=1);
 //   noack-unix             Client::send(): write the request, close, never read the answer
 //   exec-curl              exec('curl -T … &'): a background curl per call
 //   direct                 a blocking php-curl PUT of the file to httpd, new handle per call
+//   redis-lpush            php-redis LPUSH of the same JSON job body Client::upload() sends, to a
+//                          redis-server with appendfsync everysec (the anchor of issue #18)
 // Argument: {"variant", "count", "pauseUs" (between calls, 0: back to back), "file", "socket", "port", "sidecarTarget", "remotePrefix",
-//            "url" (httpd base, exec-curl and direct), "timesDir" (exec-curl: each background call
+//            "url" (httpd base, exec-curl and direct), "redisPort", "redisKey" (redis-lpush), "timesDir" (exec-curl: each background call
 //            runs under bash, whose `times` builtin writes the CPU of its curl to timesDir/<i>)}
 // Prints percentiles of the calls that did not throw, calls/s and hand-offs/s, errors, CPU of this process and of its waited-for
 // children, and the job ids (the benchmark looks each one up to count lost jobs).
@@ -17,6 +19,7 @@ declare(strict_types=1);
 require __DIR__ . '/common.php';
 
 use TransferSidecar\Client;
+use TransferSidecar\JobId;
 use TransferSidecar\Exception\SidecarException;
 
 $a = benchArgs();
@@ -27,6 +30,7 @@ $file = $a['file'];
 $size = filesize($file);
 $ids = [];
 $errors = [];
+$redis = null;
 
 $call = match ($variant) {
     'acked-unix', 'acked-tcp', 'noack-unix' => (static function () use ($a, $variant, $file, &$ids): callable {
@@ -57,6 +61,18 @@ $call = match ($variant) {
             throw new RuntimeException("PUT answered $status");
         }
     },
+    'redis-lpush' => (static function () use ($a, $file, &$ids, &$redis): callable {
+        $redis = new Redis();
+        $redis->connect('127.0.0.1', (int) $a['redisPort'], 5.0);
+        return static function (int $i) use ($redis, $a, $file, &$ids): void {
+            $id = JobId::generate();
+            $job = ['id' => $id, 'direction' => 'upload', 'target' => $a['sidecarTarget'], 'local' => $file, 'remote' => sprintf('/%s-%d.bin', $a['remotePrefix'], $i)];
+            if ($redis->lPush($a['redisKey'], json_encode($job, JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_THROW_ON_ERROR)) === false) {
+                throw new RuntimeException('LPUSH failed: ' . $redis->getLastError());
+            }
+            $ids[] = $id;
+        };
+    })(),
     default => fail('unknown variant ' . json_encode($variant)),
 };
 
@@ -71,7 +87,7 @@ for ($i = 0; $i < $count; $i++) {
     try {
         $call($i);
         $times[] = (hrtime(true) - $t0) / 1e9;
-    } catch (SidecarException | RuntimeException $e) {
+    } catch (SidecarException | RuntimeException | RedisException $e) {
         $errors[] = $e->getMessage();
     }
     if ($pauseUs > 0) {
@@ -79,6 +95,12 @@ for ($i = 0; $i < $count; $i++) {
     }
 }
 $wall = (hrtime(true) - $started) / 1e9;
+// redis-lpush: the jobs that are in the list (lost = handed off but not there), then emptied.
+$queued = null;
+if ($redis !== null) {
+    $queued = $redis->lLen($a['redisKey']);
+    $redis->del($a['redisKey']);
+}
 
 emit(($times === [] ? ['medianUs' => null, 'p90Us' => null, 'p99Us' => null, 'meanUs' => null] : percentilesUs($times)) + [
     'variant' => $variant,
@@ -90,5 +112,6 @@ emit(($times === [] ? ['medianUs' => null, 'p90Us' => null, 'p99Us' => null, 'me
     'firstErrors' => array_slice(array_values(array_unique($errors)), 0, 3),
     'cpuS' => cpuSeconds() - $cpu0,
     'childrenCpuS' => cpuSeconds(1) - $children0,
-    'ids' => $ids,
+    'queued' => $queued,
+    'ids' => $variant === 'redis-lpush' ? [] : $ids,
 ]);

@@ -19,7 +19,8 @@ const TARGET_NAME = /^[A-Za-z0-9_.-]{1,64}$/
 const UNIX_PATH_MAX = 107
 const KNOWN_TOP = new Set(['listen', 'stateDir', 'roots', 'token', 'socketMode', 'socketGroup', 'targets',
   'queue', 'retry', 'timeouts', 'shutdownGraceMs', 'logLevel', 'spool', 'callbacks', 'journal'])
-const TARGET_COMMON = ['type', 'concurrency', 'retry', 'timeouts', 'tempSuffix']
+const TARGET_COMMON = ['type', 'concurrency', 'retry', 'timeouts', 'tempSuffix', 'digest']
+export const DIGESTS = Object.freeze(['sha256', 'none'])
 const TARGET_KEYS = {
   webhdfs: [...TARGET_COMMON, 'namenodes', 'user', 'base', 'delegation', 'headers', 'checksum'],
   http: [...TARGET_COMMON, 'url', 'atomic'],
@@ -183,8 +184,10 @@ function validateTarget (name, t, top) {
     concurrency: int(t.concurrency, `${field}.concurrency`, { min: 1, max: 1024, fallback: DEFAULTS.concurrency }),
     retry: section(t.retry, `${field}.retry`, top.retry),
     timeouts: section(t.timeouts, `${field}.timeouts`, top.timeouts),
-    tempSuffix: tempSuffix(t.tempSuffix, `${field}.tempSuffix`)
+    tempSuffix: tempSuffix(t.tempSuffix, `${field}.tempSuffix`),
+    digest: t.digest ?? 'sha256'
   }
+  if (!DIGESTS.includes(out.digest)) throw new ConfigError(`${field}.digest`, 'must be "sha256" (hash every byte) or "none" (the size is still checked)')
   if (out.retry.attempts < 1) throw new ConfigError(`${field}.retry.attempts`, 'must be at least 1')
   if (t.type === 'webhdfs') {
     if (!Array.isArray(t.namenodes) || t.namenodes.length === 0) throw new ConfigError(`${field}.namenodes`, 'must be a non-empty array of namenode HTTP URLs, e.g. ["http://nn1:9870"]')

@@ -112,19 +112,21 @@ export class Digest {
   #pool = null
 
   // `checksum` is a backend's checksum object (hdfs-checksum.js) or null; `pool` owns the chunks
-  // (they are held until hashed); `size` the bytes expected, which decides where to hash.
-  constructor ({ checksum = null, pool = null, size = null } = {}) {
+  // (they are held until hashed); `size` the bytes expected, which decides where to hash;
+  // `sha256: false` (a job's digest "none") leaves sha256 out, and with no checksum there is
+  // nothing to compute at all.
+  constructor ({ checksum = null, pool = null, size = null, sha256 = true } = {}) {
     this.checksum = checksum
-    this.inWorker = size !== null && size !== undefined && size >= WORKER_MIN_BYTES
+    this.inWorker = (sha256 || checksum !== null) && size !== null && size !== undefined && size >= WORKER_MIN_BYTES
     if (!this.inWorker) {
-      this.#hash = createHash('sha256')
+      this.#hash = sha256 ? createHash('sha256') : null
       this.#checksum = checksum
       return
     }
     this.pool = pool
     this.#id = nextId++
     const spec = checksum && { blockSize: checksum.blockSize, bytesPerChecksum: checksum.bytesPerChecksum, crcType: checksum.crcType }
-    send(['o', this.#id, spec])
+    send(['o', this.#id, spec, sha256])
     this.#gen = generation
     opened()
     lost.register(this, { id: this.#id, gen: this.#gen }, this)
@@ -144,7 +146,7 @@ export class Digest {
 
   update (chunk) {
     if (!this.inWorker) {
-      this.#hash.update(chunk)
+      this.#hash?.update(chunk)
       this.#checksum?.update(chunk)
       return
     }
@@ -162,7 +164,7 @@ export class Digest {
 
   // { sha256: hex, checksum: the checksum's digest() or null }
   async digest () {
-    if (!this.inWorker) return { sha256: this.#hash.digest('hex'), checksum: this.#checksum?.digest() ?? null }
+    if (!this.inWorker) return { sha256: this.#hash?.digest('hex') ?? null, checksum: this.#checksum?.digest() ?? null }
     if (this.#finished) throw new Error('digest() called twice')
     this.#finished = true
     lost.unregister(this)

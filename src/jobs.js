@@ -2,10 +2,11 @@
 import crypto from 'node:crypto'
 import { InvalidRequestError, UnknownTargetError, CallbackNotAllowedError } from './errors.js'
 import { checkLocalSyntax, normalizeRemote } from './paths.js'
+import { DIGESTS } from './config.js'
 
 export const STATES = Object.freeze(['queued', 'running', 'succeeded', 'failed', 'cancelled'])
 export const FINAL_STATES = new Set(['succeeded', 'failed', 'cancelled'])
-const FIELDS = new Set(['id', 'direction', 'target', 'local', 'remote', 'overwrite', 'sha256', 'callback'])
+const FIELDS = new Set(['id', 'direction', 'target', 'local', 'remote', 'overwrite', 'sha256', 'digest', 'callback'])
 const ID = /^[A-Za-z0-9_-]{8,64}$/
 const SHA256 = /^[0-9a-fA-F]{64}$/
 
@@ -17,7 +18,7 @@ export function parseJobRequest (body, { targets, callbacks }) {
   for (const key of Object.keys(body)) {
     if (!FIELDS.has(key)) throw new InvalidRequestError(`unknown field ${JSON.stringify(key.slice(0, 64))}`)
   }
-  const { id, direction, target, local, remote, overwrite = false, sha256, callback } = body
+  const { id, direction, target, local, remote, overwrite = false, sha256, digest, callback } = body
   if (id !== undefined && id !== null && (typeof id !== 'string' || !ID.test(id))) { // null: absent, like sha256 and callback
     throw new InvalidRequestError('id must be 8–64 characters of A-Z a-z 0-9 _ -')
   }
@@ -30,6 +31,7 @@ export function parseJobRequest (body, { targets, callbacks }) {
   if (sha256 !== undefined && sha256 !== null && (typeof sha256 !== 'string' || !SHA256.test(sha256))) {
     throw new InvalidRequestError('sha256 must be 64 hexadecimal characters')
   }
+  if (digest !== undefined && digest !== null && !DIGESTS.includes(digest)) throw new InvalidRequestError('digest must be "sha256" or "none"')
   return {
     id: id ?? null,
     direction,
@@ -38,6 +40,7 @@ export function parseJobRequest (body, { targets, callbacks }) {
     remote: normalizeRemote(remote),
     overwrite,
     expectedSha256: sha256 ? sha256.toLowerCase() : null,
+    digest: digest ?? null,
     callback: callback === undefined || callback === null ? null : checkCallback(callback, callbacks.allow)
   }
 }
@@ -83,6 +86,7 @@ export function newJob (spec, now) {
     remote: spec.remote,
     overwrite: spec.overwrite,
     expectedSha256: spec.expectedSha256,
+    digest: spec.digest,
     callback: spec.callback,
     callbackState: null,
     state: 'queued',
@@ -100,9 +104,17 @@ export function newJob (spec, now) {
   }
 }
 
+// Whether a job hashes its bytes with sha256: asked for by the job (`digest`), else its target's
+// `digest`; always when an expected sha256 is given. A record journaled before `digest` existed
+// has none, and hashes as its target says.
+export function hashesSha256 (job, target) {
+  return job.expectedSha256 !== null || (job.digest ?? target.digest ?? 'sha256') !== 'none'
+}
+
 // Same request twice (a client retrying with its own id) is not a conflict.
 export function sameRequest (job, spec) {
   return job.direction === spec.direction && job.target === spec.target && job.local === spec.local &&
     job.remote === spec.remote && job.overwrite === spec.overwrite && job.expectedSha256 === spec.expectedSha256 &&
+    (job.digest ?? null) === spec.digest &&
     (job.callback ?? null) === spec.callback
 }

@@ -2,7 +2,7 @@
 // Per-target FIFO queues with a concurrency limit, retries with exponential backoff and jitter,
 // cancel and shutdown through each job's AbortController, pruning of finished jobs.
 import { upload, download, finishPublish, discardPartial } from './transfer.js'
-import { parseJobRequest, newJob, sameRequest, FINAL_STATES } from './jobs.js'
+import { parseJobRequest, newJob, sameRequest, hashesSha256, FINAL_STATES } from './jobs.js'
 import { resolveSource, resolveDestination } from './paths.js'
 import {
   toSidecarError, CancelledError, JobConflictError, JobFinishedError, JobNotFoundError, QueueFullError,
@@ -325,6 +325,7 @@ export class Scheduler {
         backend: this.backends[job.target],
         roots: this.config.roots,
         signal,
+        sha256: hashesSha256(job, target),
         // A download journals the version of what it reads, so that after a restart its temp
         // file is continued only if the remote file is still the same.
         onStart: ({ size, version, resumedFrom }) => {

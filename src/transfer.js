@@ -32,9 +32,9 @@ const CONTENT_ERRORS = [SizeMismatchError, Sha256MismatchError, ChecksumMismatch
 // Counts the bytes and hashes them (digest.js: sha256 and the target's checksum, in the hashing
 // thread when `size` is large; chunks of `pool` are held until hashed).
 export class Meter extends Transform {
-  constructor (onProgress, { start = 0, hash = true, checksum = null, pool = null, size = null } = {}) {
+  constructor (onProgress, { start = 0, hash = true, sha256 = true, checksum = null, pool = null, size = null } = {}) {
     super({ highWaterMark: CHUNK })
-    this.digester = hash ? new Digest({ checksum, pool, size }) : null
+    this.digester = hash ? new Digest({ checksum, pool, size, sha256 }) : null
     this.bytes = start
     this.onProgress = onProgress
   }
@@ -73,7 +73,8 @@ function verify ({ bytes, size, sha256, expected, what }) {
 const tempPathOf = (backend, job) => backend.atomic === false ? job.remote : uploadTempPath(job.remote, job.id, backend.tempSuffix)
 
 // Upload: local file → temp name on the target → verify → publish under the final name.
-export async function upload (job, { backend, roots, signal, onStart, onProgress, onVerified }) {
+// `sha256: false`: the job's digest is "none" (size and the target's checksum are still checked).
+export async function upload (job, { backend, roots, signal, onStart, onProgress, onVerified, sha256: hashing = true }) {
   const source = await openSource(job.local, roots)
   const tmp = tempPathOf(backend, job)
   let written = false
@@ -95,7 +96,7 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     const checksum = await backend.createChecksum?.({ signal }) ?? null
     // Read into reused pool buffers; the target's sink hashes each chunk and gives it back.
     pool = BufferPool.forTransfer()
-    meter = new Meter(onProgress, { checksum, pool, size: source.size })
+    meter = new Meter(onProgress, { checksum, pool, size: source.size, sha256: hashing })
     const sink = await backend.openWrite(tmp, { size: source.size, signal, blockSize: checksum?.blockSize, pool, meter })
     written = true
     reader = fileSource(source.handle.fd, { pool, syncRead: source.size <= SYNC_READ_BYTES })
@@ -144,7 +145,7 @@ const partials = new WeakMap()
 // place. A temp file left by an earlier attempt of the same job, of the same remote version, is
 // continued from its end rather than started over. The temp file and the hash of what it holds are
 // ready before the remote is opened, so its body is read at once (see getStream in http-util.js).
-export async function download (job, { backend, roots, signal, onStart, onProgress, onVerified }) {
+export async function download (job, { backend, roots, signal, onStart, onProgress, onVerified, sha256: hashing = true }) {
   const dest = await resolveDestination(job.local, roots)
   if (!job.overwrite && await lstatOrNull(dest.path)) {
     throw new LocalExistsError(`${job.local} exists and overwrite is false`)
@@ -175,7 +176,7 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
       // file's size and version (2–5 ms less per download).
       status = backend.createChecksum ? await backend.stat(job.remote, { signal }) : undefined
       const checksum = await newChecksum(backend, job, signal, status)
-      state = offset ? await hashPrefix(temp.handle, offset, job.remoteVersion, { checksum, pool, size: job.size }) : await newState(temp.handle, checksum)
+      state = offset ? await hashPrefix(temp.handle, offset, job.remoteVersion, { checksum, pool, size: job.size, sha256: hashing }) : await newState(temp.handle, checksum)
     }
     src = await backend.openRead(job.remote, { offset, signal, pool, status, ...(offset && { ifVersion: job.remoteVersion }) })
     if (offset && !continues(src, job, offset)) {
@@ -188,7 +189,7 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
       state.digest?.dispose()
       state = await newState(temp.handle, await newChecksum(backend, job, signal))
     }
-    state.digest ??= new Digest({ checksum: state.checksum, pool, size: src.size })
+    state.digest ??= new Digest({ checksum: state.checksum, pool, size: src.size, sha256: hashing })
     state.version = src.version
     // Journaled (the remote's version) while the bytes already flow; see resumePoint.
     const started = onStart?.({ size: src.size, version: src.version ?? null, resumedFrom: offset })
@@ -265,9 +266,9 @@ async function newState (handle, checksum, version = null) {
 }
 
 // Hashes the first `length` bytes of the temp file again: the state a resumed download continues.
-async function hashPrefix (handle, length, version, { checksum, pool, size }) {
+async function hashPrefix (handle, length, version, { checksum, pool, size, sha256 }) {
   const state = await newState(handle, checksum, version)
-  state.digest = new Digest({ checksum, pool, size: Math.max(size ?? 0, length) })
+  state.digest = new Digest({ checksum, pool, size: Math.max(size ?? 0, length), sha256 })
   const reader = fileSource(handle.fd, { pool, end: length })
   try {
     await pipeline(reader, new Writable({
@@ -372,7 +373,8 @@ export async function finishPublish (job, { backend, roots, signal }) {
       await dir.close()
     }
     const final = await lstatOrNull(dest.path)
-    if (final?.isFile() && final.size === job.bytes && await sha256File(dest.path) === job.sha256) return result
+    // Without a sha256 (digest "none") nothing proves the file is this job's: start over.
+    if (job.sha256 && final?.isFile() && final.size === job.bytes && await sha256File(dest.path) === job.sha256) return result
     return null
   }
   const tmp = tempPathOf(backend, job)
@@ -385,7 +387,7 @@ export async function finishPublish (job, { backend, roots, signal }) {
   // same size is not enough: another writer's file, our own publish refused by it, looks the same).
   if (temp) return null
   const final = await backend.stat(job.remote, { signal })
-  if (final?.size === job.bytes && await remoteSha256(backend, job.remote, final, signal) === job.sha256) return result
+  if (job.sha256 && final?.size === job.bytes && await remoteSha256(backend, job.remote, final, signal) === job.sha256) return result
   return null
 }
 

@@ -12,6 +12,14 @@ describe('parseJobRequest', () => {
     expect(parseJobRequest(base, ctx)).toEqual(spec)
   })
 
+  it('takes digest "sha256", "none" or null, and refuses anything else', () => {
+    expect(parseJobRequest({ ...base, digest: 'none' }, ctx).digest).toBe('none')
+    expect(parseJobRequest({ ...base, digest: null }, ctx).digest).toBe(null)
+    for (const digest of ['md5', 'SHA256', 1, true]) {
+      expect(() => parseJobRequest({ ...base, digest }, ctx)).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }))
+    }
+  })
+
   it.each([['short'], [''], [12345678], [[]], ['has space id']])('refuses the id %j', (id) => {
     expect(() => parseJobRequest({ ...base, id }, ctx)).toThrow(expect.objectContaining({ code: 'INVALID_REQUEST' }))
   })

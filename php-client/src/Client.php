@@ -29,7 +29,7 @@ use TransferSidecar\Http\Wire;
 final class Client
 {
     private const OPTIONS = ['socket', 'host', 'port', 'token', 'connect_timeout', 'read_timeout', 'spool'];
-    private const JOB_OPTIONS = ['id', 'overwrite', 'sha256', 'callback'];
+    private const JOB_OPTIONS = ['id', 'overwrite', 'sha256', 'digest', 'callback'];
     /** The daemon refuses longer request bodies (413 PAYLOAD_TOO_LARGE). */
     private const MAX_BODY_BYTES = 65536;
 
@@ -110,7 +110,7 @@ final class Client
      * (its 202), or, when the daemon cannot be reached or answers 429/5xx and a spool is
      * configured, once the job is in the spool.
      *
-     * @param array{id?: string, overwrite?: bool, sha256?: string, callback?: string} $options
+     * @param array{id?: string, overwrite?: bool, sha256?: string, digest?: 'sha256'|'none', callback?: string} $options
      * @throws RequestException the daemon refused the job (4xx): fix the request, it was not spooled
      * @throws ConnectionException|UnavailableException no spool configured and the daemon could not take it
      * @throws SpoolException the daemon could not take it and the spool could not be written either
@@ -123,7 +123,7 @@ final class Client
     /**
      * Hands over a download (target → local file); like upload().
      *
-     * @param array{id?: string, overwrite?: bool, sha256?: string, callback?: string} $options
+     * @param array{id?: string, overwrite?: bool, sha256?: string, digest?: 'sha256'|'none', callback?: string} $options
      */
     public function download(string $target, string $local, string $remote, array $options = []): string
     {
@@ -143,7 +143,7 @@ final class Client
      * acceptable, e.g. for a best-effort cache warm-up.
      *
      * @param string $direction "upload" or "download"
-     * @param array{id?: string, overwrite?: bool, sha256?: string, callback?: string} $options
+     * @param array{id?: string, overwrite?: bool, sha256?: string, digest?: 'sha256'|'none', callback?: string} $options
      */
     public function send(string $direction, string $target, string $local, string $remote, array $options = []): string
     {
@@ -344,6 +344,12 @@ final class Client
                 throw new InvalidArgumentException('sha256: must be 64 hexadecimal characters');
             }
             $job['sha256'] = strtolower($options['sha256']);
+        }
+        if (array_key_exists('digest', $options)) {
+            if ($options['digest'] !== 'sha256' && $options['digest'] !== 'none') {
+                throw new InvalidArgumentException('digest: must be "sha256" or "none"');
+            }
+            $job['digest'] = $options['digest'];
         }
         if (array_key_exists('callback', $options)) {
             if (!is_string($options['callback']) || preg_match('#^https?://[^\s]+$#iD', $options['callback']) !== 1) {

@@ -43,4 +43,13 @@ final class RoundTripTest extends IntegrationTestCase
         unlink($src);
         unlink($back);
     }
+
+    public function testDigestNoneIsSentAndSkipsTheSha256(): void
+    {
+        $client = self::unixClient();
+        [$src] = self::makeFile('digest-none.src', 5000);
+        $job = self::assertSucceeds($client, $client->upload('local', $src, sprintf('/php/%s/digest-none.bin', self::$run), ['digest' => 'none']));
+        self::assertSame(['none', null, 5000], [$job['digest'], $job['sha256'], $job['bytes']]);
+        unlink($src);
+    }
 }

@@ -141,6 +141,7 @@ final class ClientOptionsTest extends TestCase
         yield 'overwrite as string' => [['overwrite' => 'yes'], 'overwrite'];
         yield 'short sha256' => [['sha256' => 'abc'], 'sha256'];
         yield 'sha256 with a newline' => [['sha256' => str_repeat('a', 64) . "\n"], 'sha256'];
+        yield 'unknown digest' => [['digest' => 'md5'], 'digest'];
         yield 'callback not a URL' => [['callback' => '/hooks/done'], 'callback'];
         yield 'callback with a space' => [['callback' => 'http://127.0.0.1/a b'], 'callback'];
         yield 'id too short' => [['id' => 'abc'], 'id'];

@@ -1,7 +1,6 @@
 // A minimal Chrome DevTools Protocol client for a daemon spawned with --inspect=127.0.0.1:0:
 // lets a leak test collect garbage in the daemon before it measures, so that what it compares is
-// what is still reachable, not where V8's collector happened to be.
-import { WebSocket } from 'undici'
+// what is still reachable, not where V8's collector happened to be. Node's own WebSocket (node 22+).
 
 export const INSPECTOR_LINE = /^(Debugger listening on ws:\/\/|For help, see: https:\/\/nodejs\.org|Debugger attached\.|Debugger ending on ws:|Waiting for the debugger to disconnect)/
 

@@ -88,14 +88,14 @@ export async function setupEnv (opts, progress) {
     get daemon () { return daemon },
 
     // Stops the previous daemon and starts a new one with an empty state directory, warmed up.
-    async startDaemon (section, { quiet = false } = {}) {
+    async startDaemon (section, { quiet = false, targets: more = {} } = {}) {
       if (daemon) await daemon.stop()
       if (opts.cpuProfDir) await fs.mkdir(opts.cpuProfDir, { recursive: true })
       const d = await startSidecar({
         workDir,
         name: `sidecar-${++count}-${section}`,
         roots: [filesDir],
-        targets: daemonTargets,
+        targets: { ...daemonTargets, ...more },
         cpuProfDir: opts.cpuProfDir,
         // The hand-off sections queue tens of thousands of small jobs.
         extra: { queue: { limit: 1_000_000 } }

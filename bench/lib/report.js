@@ -248,7 +248,7 @@ function method (params) {
   \`wrk -t2 -c16 -d${p.webSeconds}s\` per page, 20 warm-up requests per page; a new Client (and connection) per request.
   direct.php PUTs 4 KiB to httpd with php-curl, then answers; finish.php answers, calls \`fastcgi_finish_request()\`,
   then does the same PUT in the same worker; handoff.php hands the upload to the daemon. Each page once with httpd
-  on loopback and once 10 ms round trip away: the tests' TCP proxy holds each direction 5 ms (and a new connection
+  on loopback and once 10 ms round trip away: the tests' TCP proxy (this kernel has no netem) holds each direction 5 ms (and a new connection
   one round trip), for the pages' php-curl and the daemon's target alike. PHP CPU is php-fpm's (master and
   workers); nginx's is not counted.`],
     [ran('reuse'), `- Connection reuse: ${p.reuseFiles} files of 4 KiB to httpd, ${p.reuseRuns} run(s); curl_multi with 4 transfers in flight, as

@@ -7,7 +7,7 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { randomBytes } from 'node:crypto'
-import { startTestSidecar, tempDir } from './helpers/sidecar.js'
+import { startTestSidecar, tempDir, waitFor } from './helpers/sidecar.js'
 import { startNginxFpm } from './harness/nginx-fpm.js'
 
 const repo = new URL('..', import.meta.url).pathname
@@ -77,8 +77,12 @@ async function roundTrip (web) {
   expect(down.headers.get('content-disposition')).toMatch(/photo_of_me\.bin/)
   expect(body.length).toBe(bytes.length)
   expect(Buffer.compare(body, bytes)).toBe(0)
-  // nginx fetched the bytes from the daemon's /v1/stream (PHP only sent the header).
+  // nginx fetched the bytes from the daemon's /v1/stream (PHP only sent the header): its access
+  // log shows download.php ending in the internal location, answered by php-fpm then the daemon.
   expect(await streamedBytes() - before).toBe(bytes.length)
+  const routed = await waitFor(async () => (await web.logs('nginx/access.log')).split('\n').find((l) => l.startsWith('GET /download.php?')))
+  expect(routed).toMatch(/ 200 uri=\/sidecar-stream\/local\/uploads\//)
+  expect(routed).toContain(`upstream=unix:${web.root}/fpm/php-fpm.sock : unix:${sidecar.socket}`)
 
   // The location is internal: not reachable from outside.
   const outside = await fetch(`${web.url}/sidecar-stream/local${job.remote}`)

@@ -4,6 +4,7 @@
 //   const web = await startNginxFpm({ docroot, env: { SIDECAR_SOCKET: ... }, locations: '...' })
 //   web.url       -> http://127.0.0.1:PORT   (PHP files under docroot run on the pool)
 //   web.root      -> the temp dir (nginx/ and fpm/ logs, sockets, pid files)
+//   await web.logs('nginx/access.log')  -> '<method> <request uri> <status> uri=<final uri> upstream=<addrs>' lines
 //   await web.stop()
 //
 // `locations` is text put verbatim inside the server block (e.g. the README's X-Accel location).
@@ -42,7 +43,8 @@ function fpmConfig ({ root, socket, maxChildren, env, requestTerminateTimeout })
     `request_terminate_timeout = ${requestTerminateTimeout}`,
     'catch_workers_output = yes',
     'clear_env = yes',
-    ...Object.entries(env).map(([k, v]) => {
+    // php-fpm refuses an empty env[] value: empty and null ones are left unset.
+    ...Object.entries(env).filter(([, v]) => v !== undefined && v !== null && v !== '').map(([k, v]) => {
       if (/["\n]/.test(String(v))) throw new Error(`nginx-fpm harness: unsupported env value for ${k}`)
       return `env[${k}] = "${v}"`
     }),
@@ -66,7 +68,9 @@ function nginxConfig ({ root, port, docroot, fpmSocket, locations, workers }) {
     'http {',
     '  include /etc/nginx/mime.types;',
     '  default_type application/octet-stream;',
-    `  access_log ${n('access.log')};`,
+    // $uri is the final one (an X-Accel-Redirect's target); $upstream_addr lists every upstream asked.
+    "  log_format routed '$request_method $request_uri $status uri=$uri upstream=$upstream_addr';",
+    `  access_log ${n('access.log')} routed;`,
     `  client_body_temp_path ${n('client_body')};`,
     `  proxy_temp_path ${n('proxy')};`,
     `  fastcgi_temp_path ${n('fastcgi')};`,

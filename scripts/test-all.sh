@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=()
-for p in apache2 curl iproute2 php-cli php-curl phpunit prometheus strace systemd wrk; do dpkg -s "$p" >/dev/null 2>&1 || packages+=("$p"); done
+for p in apache2 curl iproute2 nginx php-cli php-curl php8.2-fpm phpunit prometheus strace systemd wrk; do dpkg -s "$p" >/dev/null 2>&1 || packages+=("$p"); done
 command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || packages+=(maven)
 if [ ${#packages[@]} -gt 0 ]; then

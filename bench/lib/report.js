@@ -158,13 +158,14 @@ function burstSection (result, charts) {
 }
 
 function webSection (records, charts) {
-  const direct = records.find((r) => r.page === 'direct.php')
-  const body = records.map((r) => [r.page, f0(r.requestsPerSecond), String(r.requests), f2(r.latencyMs.p50), f2(r.latencyMs.p99), String(r.non2xx), String(r.socketErrors),
+  const rtt = (r) => r.rttMs ? `${r.rttMs} ms RTT` : 'loopback'
+  const direct = (r) => records.find((d) => d.page === 'direct.php' && d.rttMs === r.rttMs)
+  const body = records.map((r) => [r.page, rtt(r), f0(r.requestsPerSecond), String(r.requests), f2(r.latencyMs.p50), f2(r.latencyMs.p99), String(r.non2xx), String(r.socketErrors),
     f2(r.phpCpuMsPerRequest), f2(r.daemonCpuMsPerRequest), r.jobs ? `${r.jobs.succeeded}/${r.jobs.accepted}, drained ${f1(r.drainSeconds)} s after` : '—',
-    direct ? f2(r.requestsPerSecond / direct.requestsPerSecond) : '—'])
+    direct(r) ? f2(r.requestsPerSecond / direct(r).requestsPerSecond) : '—', direct(r) ? f2(direct(r).latencyMs.p99 / r.latencyMs.p99) : '—'])
   const pics = charts.includes('web.svg') ? '![web.svg](web.svg)' : ''
-  const note = '¹ connect, write and timeout errors; php -S closes every connection after its answer, which wrk counts as read errors (not shown).'
-  return `${table(['page', 'requests/s', 'requests', 'p50 ms', 'p99 ms', 'non-2xx', 'socket errors¹', 'PHP CPU ms/req', 'daemon CPU ms/req', 'jobs succeeded', '÷ direct'], body)}\n\n${note}\n\n${pics}`
+  const note = '¹ connect, write and timeout errors (read errors, a server closing after its answer, not shown). ÷ direct: against direct.php with the target at the same distance, same run.'
+  return `${table(['page', 'target', 'requests/s', 'requests', 'p50 ms', 'p99 ms', 'non-2xx', 'socket errors¹', 'PHP CPU ms/req', 'daemon CPU ms/req', 'jobs succeeded', 'requests/s ÷ direct', 'direct p99 ÷ this p99'], body)}\n\n${note}\n\n${pics}`
 }
 
 function allocSection (summary, charts) {
@@ -351,8 +352,13 @@ function method (params) {
   (a job run twice would show there); stray files = files in the target nobody acked; jobs kept = jobs the daemon still lists afterwards (warm-up's included).
   The anchor: the same clients LPUSHing the same job body to the redis-server above; lost/duplicated from
   the list's length and distinct ids afterwards.`],
-    [ran('web'), `- Web endpoint: \`php -S\` with PHP_CLI_SERVER_WORKERS=4 (php-fpm is not installed here), \`wrk -t2 -c8 -d${p.webSeconds}s\`,
-  a new Client (and connection) per request, 20 warm-up requests per page.`],
+    [ran('web'), `- Web endpoint: Debian's nginx and php-fpm 8.2 on private configs, pool \`pm = static\` with 8 workers,
+  \`wrk -t2 -c16 -d${p.webSeconds}s\` per page, 20 warm-up requests per page; a new Client (and connection) per request.
+  direct.php PUTs 4 KiB to httpd with php-curl, then answers; finish.php answers, calls \`fastcgi_finish_request()\`,
+  then does the same PUT in the same worker; handoff.php hands the upload to the daemon. Each page once with httpd
+  on loopback and once 10 ms round trip away: the tests' TCP proxy (this kernel has no netem) holds each direction 5 ms (and a new connection
+  one round trip), for the pages' php-curl and the daemon's target alike. PHP CPU is php-fpm's (master and
+  workers); nginx's is not counted.`],
     [ran('reuse'), `- Connection reuse: ${p.reuseFiles} files of 4 KiB to httpd, ${p.reuseRuns} run(s); curl_multi with 4 transfers in flight, as
   many as the sidecar's default per-target concurrency. Once per journal mode (${(p.journalModes ?? ['fsync']).join(', ')}), on a fresh daemon each,
   the php-curl variants again beside it; "÷ php-new-handle" pairs runs of the same mode.`]
@@ -367,7 +373,7 @@ export function markdown ({ startedAt, seconds, machine, params, loadAvg, result
   if (results.throughput) sections.push(`## 1–2. Download and upload throughput against file size\n\nDaemon idle RSS after start: ${f1(results.throughput.daemonIdleRssMiB)} MiB.\n\n${throughputSection(results.throughput.summary, charts)}`)
   if (results.alloc) sections.push(`## 1c. The study's falling curve: php-curl RETURNTRANSFER with PHP's allocator growing blocks as on Windows (httpd download)\n\n${allocSection(results.alloc.summary, charts)}`)
   if (results.handoff) sections.push(`## 3. Hand-off cost from PHP (${params.handoffCalls} calls back to back, ${params.handoffPacedCalls} paced, 4 KiB upload to httpd; the sidecar per journal mode)\n\n${handoffSection(results.handoff.records, charts)}`)
-  if (results.web) sections.push(`## 3b. Web endpoint: hand off vs upload directly\n\n${webSection(results.web.records, charts)}`)
+  if (results.web) sections.push(`## 3b. Web endpoint on nginx + php-fpm: hand off vs upload directly vs finish-request\n\n${webSection(results.web.records, charts)}`)
   if (results.concurrency) sections.push(`## 4. Concurrency (${params.concSizeMiB} MiB per transfer)\n\nDaemon idle RSS after start: ${f1(results.concurrency.daemonIdleRssMiB)} MiB.\n\n${concurrencySection(results.concurrency.summary, charts)}`)
   if (results.burst) sections.push(`## 4b. Concurrency of hand-offs: ${params.burstClients} PHP processes at once, ${params.burstJobs} jobs (4 KiB uploads to a file target)\n\n${burstSection(results.burst, charts)}`)
   if (results.reuse) sections.push(`## 5. Connection reuse (${params.reuseFiles} files of 4 KiB to httpd)\n\n${reuseSection(results.reuse.summary, charts)}`)

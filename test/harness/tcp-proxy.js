@@ -22,13 +22,17 @@
 // `status` answers the request itself, as a failing gateway would: the status line, a short text
 // body (`body`) and `Connection: close`, then a half-close; nothing reaches the server and what the
 // client still sends is read and dropped (`stats.answered` counts these answers).
+// `delayMs` (an option of startTcpProxy) holds every chunk that many ms in each direction, in
+// order and without limiting the rate, and the upstream connect by one round trip (as a TCP
+// handshake over such a path would): `delayMs: 5` puts the server 10 ms RTT away, where the
+// kernel has no netem. Faults do not apply to a delayed proxy.
 // Stop with `await proxy.stop()`.
 import net from 'node:net'
 import { STATUS_CODES } from 'node:http'
 
 const REQUEST_LINE = /(?:^|\r\n)((?:GET|PUT|POST|DELETE|HEAD|MKCOL|MOVE|OPTIONS) \S+ HTTP\/1\.[01])\r\n/g
 
-export async function startTcpProxy ({ target, rewrite = [] }) {
+export async function startTcpProxy ({ target, rewrite = [], delayMs = 0 }) {
   const colon = typeof target === 'number' ? -1 : target.lastIndexOf(':')
   const [host, port] = colon < 0 ? ['127.0.0.1', Number(target)] : [target.slice(0, colon), Number(target.slice(colon + 1))]
   for (const [from, to] of rewrite) {
@@ -61,6 +65,7 @@ export async function startTcpProxy ({ target, rewrite = [] }) {
   function onConnection (client) {
     stats.connections++
     track(client)
+    if (delayMs > 0) return delayed(client)
     client.pause()
     const upstream = net.connect({ host, port })
     track(upstream)
@@ -69,6 +74,21 @@ export async function startTcpProxy ({ target, rewrite = [] }) {
     upstream.once('connect', () => client.resume())
     pump(client, upstream, 'up', conn)
     pump(upstream, client, 'down', conn, rewrite.length ? rewriter() : null)
+  }
+
+  // Each chunk (and the end) leaves delayMs after it came: timers of one duration fire in order.
+  function delayed (client) {
+    client.pause()
+    setTimeout(() => {
+      const upstream = net.connect({ host, port })
+      track(upstream)
+      upstream.once('connect', () => client.resume())
+      for (const [from, to] of [[client, upstream], [upstream, client]]) {
+        from.on('data', (data) => setTimeout(() => { if (!to.destroyed) to.write(data) }, delayMs))
+        from.once('end', () => setTimeout(() => { if (!to.destroyed) to.end() }, delayMs))
+        from.once('close', (hadError) => { if (hadError) setTimeout(() => to.destroy(), delayMs) })
+      }
+    }, 2 * delayMs)
   }
 
   function takeFault (conn) {

@@ -3,7 +3,7 @@
 declare(strict_types=1);
 
 // Web endpoint that uploads a small file to httpd itself (php-curl PUT, new handle) before answering.
-// Served by `php -S` for bench/lib/web.js; configured by the environment: BENCH_URL (httpd
+// Served by php-fpm (behind nginx) for bench/lib/web.js; configured by the environment: BENCH_URL (httpd
 // collection, ends in /), BENCH_FILE.
 
 $file = getenv('BENCH_FILE');

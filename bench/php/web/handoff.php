@@ -3,7 +3,7 @@
 declare(strict_types=1);
 
 // Web endpoint that hands a small upload to the daemon (acked, unix socket) and answers at once.
-// Served by `php -S` for bench/lib/web.js; configured by the environment: BENCH_SOCKET,
+// Served by php-fpm (behind nginx) for bench/lib/web.js; configured by the environment: BENCH_SOCKET,
 // BENCH_SIDECAR_TARGET, BENCH_FILE.
 
 require __DIR__ . '/../../../php-client/tests/bootstrap.php';

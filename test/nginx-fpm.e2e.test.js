@@ -1,0 +1,133 @@
+// The PHP examples on the stack users run: Debian's nginx and php-fpm 8.2 on private configs, the
+// daemon beside them on its unix socket, a `file` target. The nginx server block holds the README's
+// X-Accel location taken verbatim; only its socket path /run/transfer-sidecar/sidecar.sock is
+// replaced by the test daemon's socket. A copy of that location broken in each of the ways that
+// matter must make the same checks fail.
+import { describe, it, expect, beforeAll, afterAll } from 'vitest'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { randomBytes } from 'node:crypto'
+import { startTestSidecar, tempDir, waitFor } from './helpers/sidecar.js'
+import { startNginxFpm } from './harness/nginx-fpm.js'
+
+const repo = new URL('..', import.meta.url).pathname
+const readme = await fs.readFile(path.join(repo, 'README.md'), 'utf8')
+const blocks = [...readme.matchAll(/```nginx\n([\s\S]*?)```/g)].map((m) => m[1])
+const README_SOCKET = '/run/transfer-sidecar/sidecar.sock'
+
+let sidecar, uploadRoot, store
+
+function readmeLocation () {
+  expect(blocks, 'README.md has exactly one ```nginx block').toHaveLength(1)
+  expect(blocks[0]).toContain(README_SOCKET)
+  return blocks[0].replaceAll(README_SOCKET, sidecar.socket)
+}
+
+async function startWeb (locations) {
+  return startNginxFpm({
+    docroot: path.join(repo, 'php-client', 'examples'),
+    maxChildren: 2,
+    locations,
+    env: {
+      SIDECAR_SOCKET: sidecar.socket,
+      SIDECAR_UPLOAD_ROOT: uploadRoot,
+      SIDECAR_TARGET: 'local',
+      SIDECAR_ACCEL_PREFIX: '/sidecar-stream'
+    }
+  })
+}
+
+async function streamedBytes () {
+  const text = await (await fetch(`${sidecar.url}/metrics`)).text()
+  const line = text.split('\n').find((l) => l.startsWith('sidecar_stream_bytes_total{backend="file"}'))
+  return line ? Number(line.split(' ').pop()) : 0
+}
+
+// Upload through upload.php, follow status.php to the end, download through download.php.
+async function roundTrip (web) {
+  const bytes = randomBytes(300 * 1024 + 7)
+  const form = new FormData()
+  form.append('file', new Blob([bytes]), 'photo of me.bin')
+  const up = await fetch(`${web.url}/upload.php`, { method: 'POST', body: form, redirect: 'manual' })
+  const upText = await up.text()
+  expect(up.status, upText).toBe(202)
+  const { id, status_url: statusUrl } = JSON.parse(upText)
+  expect(id).toMatch(/\S/)
+
+  let job
+  for (const end = Date.now() + 30_000; ;) {
+    const res = await fetch(`${web.url}/${statusUrl}`)
+    job = await res.json()
+    expect(res.status, JSON.stringify(job)).toBe(200)
+    if (!['queued', 'running'].includes(job.state) || Date.now() > end) break
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  expect(job.state, JSON.stringify(job)).toBe('succeeded')
+  expect(job.remote).toMatch(/^\/uploads\/\d{4}-\d\d-\d\d\/[0-9a-f]{16}-photo_of_me\.bin$/)
+  expect(Buffer.compare(await fs.readFile(path.join(store, job.remote)), bytes)).toBe(0)
+
+  const before = await streamedBytes()
+  // Browser headers, as a link on the site sends them: the location must not pass them on.
+  const down = await fetch(`${web.url}/download.php?id=${encodeURIComponent(id)}`, {
+    headers: { 'sec-fetch-site': 'same-origin', origin: web.url }
+  })
+  const body = Buffer.from(await down.arrayBuffer())
+  expect(down.status, body.toString().slice(0, 300)).toBe(200)
+  expect(down.headers.get('x-accel-redirect')).toBeNull()
+  expect(down.headers.get('content-disposition')).toMatch(/photo_of_me\.bin/)
+  expect(body.length).toBe(bytes.length)
+  expect(Buffer.compare(body, bytes)).toBe(0)
+  // nginx fetched the bytes from the daemon's /v1/stream (PHP only sent the header): its access
+  // log shows download.php ending in the internal location, answered by php-fpm then the daemon.
+  expect(await streamedBytes() - before).toBe(bytes.length)
+  const routed = await waitFor(async () => (await web.logs('nginx/access.log')).split('\n').find((l) => l.startsWith('GET /download.php?')))
+  expect(routed).toMatch(/ 200 uri=\/sidecar-stream\/local\/uploads\//)
+  expect(routed).toContain(`upstream=unix:${web.root}/fpm/php-fpm.sock : unix:${sidecar.socket}`)
+
+  // The location is internal: not reachable from outside.
+  const outside = await fetch(`${web.url}/sidecar-stream/local${job.remote}`)
+  await outside.arrayBuffer()
+  expect(outside.status).toBe(404)
+}
+
+// Without nginx or php-fpm installed the harness fails loudly (scripts/test-all.sh installs them).
+describe('examples on nginx + php-fpm with the README nginx location', () => {
+  beforeAll(async () => {
+    uploadRoot = await tempDir('nginx-fpm-uploads-')
+    store = await tempDir('nginx-fpm-store-')
+    sidecar = await startTestSidecar({ roots: [uploadRoot], targets: { local: { type: 'file', dir: store } } })
+  })
+  afterAll(() => sidecar?.stop({ graceMs: 0 }))
+
+  it('upload.php answers 202, status.php reaches succeeded, download.php is served by nginx from /v1/stream', async () => {
+    const web = await startWeb(readmeLocation())
+    try {
+      await roundTrip(web)
+    } finally {
+      await web.stop()
+    }
+  })
+
+  it('deploy/nginx/transfer-sidecar.conf is the README location', async () => {
+    const shipped = await fs.readFile(path.join(repo, 'deploy', 'nginx', 'transfer-sidecar.conf'), 'utf8')
+    expect(shipped.split('\n').filter((l) => !l.startsWith('#')).join('\n').trim()).toBe(blocks[0].trim())
+  })
+
+  // Each break of the snippet must fail the round trip: the checks above can fail.
+  // The third column is what the failed check reports (so it fails for the reason named).
+  it.each([
+    ['without internal;', (s) => s.replace(/^\s*internal;\n/m, ''), /expected 200 to be 404/],
+    ['without the header drops', (s) => s.replace(/^\s*proxy_set_header (Origin|Sec-Fetch-Site).*\n/gm, ''), /BROWSER_REFUSED/],
+    ['proxying to the wrong path', (s) => s.replace(':/v1/stream/;', ':/v1/jobs/;'), /expected 404 to be 200/]
+  ])('a broken snippet fails: %s', async (name, breakIt, failure) => {
+    const good = readmeLocation()
+    const broken = breakIt(good)
+    expect(broken).not.toBe(good)
+    const web = await startWeb(broken)
+    try {
+      await expect(roundTrip(web)).rejects.toThrow(failure)
+    } finally {
+      await web.stop()
+    }
+  })
+})

@@ -69,7 +69,7 @@ export async function startTcpProxy ({ target, rewrite = [], delayMs = 0 }) {
     client.pause()
     const upstream = net.connect({ host, port })
     track(upstream)
-    const conn = { fault: null, heads: '', stalled: false, answered: false }
+    const conn = { fault: null, heads: '', skip: 0, stalled: false, answered: false }
     if (!plan?.match) takeFault(conn)
     upstream.once('connect', () => client.resume())
     pump(client, upstream, 'up', conn)
@@ -100,8 +100,16 @@ export async function startTcpProxy ({ target, rewrite = [], delayMs = 0 }) {
 
   // Records each request head; a `match` fault is taken by the connection at the first request
   // it matches (on a keep-alive connection, not necessarily the first request), counting from there.
+  // A request body of declared length is skipped, so that a request sent right after it on the
+  // same connection (a MOVE after its PUT) is found even though it follows no CRLF.
   function noteRequests (conn, chunk) {
-    conn.heads = (conn.heads + chunk.toString('latin1')).slice(-65536)
+    let text = chunk.toString('latin1')
+    if (conn.skip > 0) {
+      const n = Math.min(conn.skip, text.length)
+      conn.skip -= n
+      text = text.slice(n)
+    }
+    conn.heads = (conn.heads + text).slice(-65536)
     for (;;) {
       REQUEST_LINE.lastIndex = 0
       const m = REQUEST_LINE.exec(conn.heads)
@@ -112,6 +120,13 @@ export async function startTcpProxy ({ target, rewrite = [], delayMs = 0 }) {
       requests.push({ line: m[1], head })
       if (!conn.fault && plan?.match?.test(head)) takeFault(conn)
       conn.heads = conn.heads.slice(end + 4)
+      const length = /\r\ncontent-length:[ \t]*(\d+)/i.exec(head)
+      if (length) {
+        const body = Number(length[1])
+        const here = Math.min(body, conn.heads.length)
+        conn.heads = conn.heads.slice(here)
+        conn.skip = body - here
+      }
     }
   }
 

@@ -108,7 +108,11 @@ describe('against a MiniDFSCluster with three datanodes', () => {
     const local = path.join(root, 'excl.bin')
     await makeFile(local, 2 * MiB, 4)
     const failures = []
-    for (let i = 0; i < 12; i++) {
+    const excl = () => proxies.namenodes[0].requests.map((r) => decodeURIComponent(r.line)).filter((l) => /\/excl\/.*op=(CREATE|OPEN)/.test(l))
+    const sinceExcluded = () => { const s = excl(); const f = s.findIndex((l) => l.includes('excludedatanodes=')); return f < 0 ? 0 : s.length - f }
+    // At least 12 rounds, and more (up to 40) until six calls came after the first exclusion: the
+    // dead datanode is picked at random, sometimes only late.
+    for (let i = 0; i < 40 && (i < 12 || sinceExcluded() <= 5); i++) {
       for (let attempts = 1; ; attempts++) {
         try {
           await upload(job({ direction: 'upload', local, remote: `/excl/${i}.bin`, attempts }), { backend, roots: [root] })
@@ -123,7 +127,7 @@ describe('against a MiniDFSCluster with three datanodes', () => {
     }
     // Random placement over three datanodes: without exclusion, 12 uploads hit the dead one again.
     expect(failures.length).toBeLessThanOrEqual(1)
-    const steps = proxies.namenodes[0].requests.map((r) => decodeURIComponent(r.line)).filter((l) => /\/excl\/.*op=(CREATE|OPEN)/.test(l))
+    const steps = excl()
     const first = steps.findIndex((l) => l.includes('excludedatanodes='))
     expect(first).toBeGreaterThanOrEqual(0)
     expect(steps.length - first).toBeGreaterThan(5)

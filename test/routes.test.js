@@ -20,14 +20,18 @@ afterAll(async () => {
 describe('routes', () => {
   // README, Error codes: 405 METHOD_NOT_ALLOWED is a wrong method for a route, 404 NOT_FOUND no such route.
   it.each([
-    ['DELETE', '/v1/stream/local/f.txt'],
-    ['PUT', '/v1/stream/local/f.txt'],
-    ['POST', '/v1/stream/local/f.txt'],
-    ['POST', '/healthz'],
-    ['DELETE', '/metrics']
-  ])('%s %s is 405 METHOD_NOT_ALLOWED', async (method, p) => {
+    ['DELETE', '/v1/stream/local/f.txt', 'GET, HEAD'],
+    ['PUT', '/v1/stream/local/f.txt', 'GET, HEAD'],
+    ['POST', '/v1/stream/local/f.txt', 'GET, HEAD'],
+    ['POST', '/healthz', 'GET, HEAD'],
+    ['DELETE', '/metrics', 'GET, HEAD'],
+    ['PUT', '/v1/jobs', 'GET, HEAD, POST'],
+    ['PATCH', '/v1/jobs/abcdefgh', 'GET, HEAD, DELETE'],
+    ['GET', '/v1/observations', 'POST']
+  ])('%s %s is 405 METHOD_NOT_ALLOWED with Allow: %s', async (method, p, allow) => {
     const res = await sc.api.call(method, p)
     expect(res.status).toBe(405)
     expect(res.json.error.code).toBe('METHOD_NOT_ALLOWED')
+    expect(res.headers.allow).toBe(allow)
   })
 })

@@ -69,7 +69,7 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
     .get((req, res) => {
       res.json({ status: scheduler.stopping ? 'stopping' : 'ok', jobs: scheduler.stats() })
     })
-    .all(methodNotAllowed)
+    .all(methodNotAllowed('GET, HEAD'))
 
   app.use(tokenCheck(config.token))
 
@@ -78,7 +78,7 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
       res.set('content-type', metrics.registry.contentType)
       res.send(await metrics.registry.metrics())
     })
-    .all(methodNotAllowed)
+    .all(methodNotAllowed('GET, HEAD'))
 
   const json = express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true })
 
@@ -90,7 +90,7 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
       if (!Number.isInteger(limit) || limit < 1 || limit > 10000) throw new InvalidRequestError('limit must be an integer from 1 to 10000')
       res.json({ jobs: scheduler.list({ state, limit }).map((j) => scheduler.view(j)) })
     })
-    .all(methodNotAllowed)
+    .all(methodNotAllowed('GET, HEAD, POST'))
 
   app.route('/v1/jobs/:id')
     .get(async (req, res) => {
@@ -105,7 +105,7 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
       const job = await scheduler.cancel(req.params.id)
       res.json(scheduler.view(job))
     })
-    .all(methodNotAllowed)
+    .all(methodNotAllowed('GET, HEAD, DELETE'))
 
   app.route('/v1/observations')
     .post(json, (req, res) => {
@@ -114,12 +114,12 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
       else metrics.phpHandoff(o)
       res.status(202).json({ accepted: true })
     })
-    .all(methodNotAllowed)
+    .all(methodNotAllowed('POST'))
 
   const stream = streamHandler({ config, backends, metrics })
   app.route('/v1/stream/:target/*remote')
     .get(stream) // also answers HEAD
-    .all(methodNotAllowed)
+    .all(methodNotAllowed('GET, HEAD'))
 
   app.use((req, res, next) => next(new RouteNotFoundError(`no route ${req.method} ${req.path.slice(0, 200)}`)))
 
@@ -139,6 +139,10 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
   }
 }
 
-function methodNotAllowed (req, res, next) {
-  next(new MethodNotAllowedError(`${req.method} is not allowed on ${req.path.slice(0, 200)}`))
+// RFC 9110 15.5.6: a 405 names the methods the route serves in Allow (GET implies HEAD).
+function methodNotAllowed (allow) {
+  return (req, res, next) => {
+    res.set('allow', allow)
+    next(new MethodNotAllowedError(`${req.method} is not allowed on ${req.path.slice(0, 200)} (allowed: ${allow})`))
+  }
 }

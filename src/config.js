@@ -85,6 +85,11 @@ export function loadConfig ({ file, env = process.env } = {}) {
 
 function isObject (v) { return v !== null && typeof v === 'object' && !Array.isArray(v) }
 
+// "must be …, got X", or "is required: must be …" when the field is missing.
+function mustBe (what, value) {
+  return value === undefined ? `is required: ${what}` : `${what}, got ${JSON.stringify(value)}`
+}
+
 function checkKeys (obj, allowed, where) {
   for (const key of Object.keys(obj)) {
     if (!allowed.includes(key)) throw new ConfigError(`${where}${key}`, `unknown key (allowed: ${allowed.join(', ')})`)
@@ -94,14 +99,14 @@ function checkKeys (obj, allowed, where) {
 function int (value, field, { min = 0, max = Number.MAX_SAFE_INTEGER, fallback }) {
   if (value === undefined) return fallback
   if (!Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigError(field, `must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`)
+    throw new ConfigError(field, mustBe(`must be an integer from ${min} to ${max}`, value))
   }
   return value
 }
 
 function absDir (value, field) {
   if (typeof value !== 'string' || !path.isAbsolute(value) || value.includes('\0')) {
-    throw new ConfigError(field, `must be an absolute path, got ${JSON.stringify(value)}`)
+    throw new ConfigError(field, mustBe('must be an absolute path', value))
   }
   return path.resolve(value)
 }
@@ -164,9 +169,9 @@ function httpUrl (value, field) {
   try {
     url = new URL(value)
   } catch {
-    throw new ConfigError(field, `must be an http(s) URL, got ${JSON.stringify(value)}`)
+    throw new ConfigError(field, mustBe('must be an http(s) URL', value))
   }
-  if (!['http:', 'https:'].includes(url.protocol)) throw new ConfigError(field, `must be an http(s) URL, got ${JSON.stringify(value)}`)
+  if (!['http:', 'https:'].includes(url.protocol)) throw new ConfigError(field, mustBe('must be an http(s) URL', value))
   if (url.username || url.password) throw new ConfigError(field, 'must not carry credentials in the URL')
   if (url.search || url.hash) throw new ConfigError(field, 'must not have a query or fragment')
   return url
@@ -176,7 +181,7 @@ function validateTarget (name, t, top) {
   const field = `targets.${name}`
   if (!TARGET_NAME.test(name)) throw new ConfigError(field, 'target names may use letters, digits, "_", "-" and "." (1–64)')
   if (!isObject(t)) throw new ConfigError(field, 'must be an object')
-  if (!Object.hasOwn(TARGET_KEYS, t.type)) throw new ConfigError(`${field}.type`, `must be one of ${Object.keys(TARGET_KEYS).join(', ')}, got ${JSON.stringify(t.type)}`)
+  if (!Object.hasOwn(TARGET_KEYS, t.type)) throw new ConfigError(`${field}.type`, mustBe(`must be one of ${Object.keys(TARGET_KEYS).join(', ')}`, t.type))
   checkKeys(t, TARGET_KEYS[t.type], `${field}.`)
   const out = {
     name,
@@ -222,7 +227,7 @@ function validateTarget (name, t, top) {
 function tempSuffix (value, field) {
   if (value === undefined) return DEFAULTS.tempSuffix
   if (typeof value !== 'string' || !/^[A-Za-z0-9._~-]{1,32}$/.test(value)) {
-    throw new ConfigError(field, `must be 1–32 of A-Z a-z 0-9 . _ ~ -, e.g. "._COPYING_", got ${JSON.stringify(value)}`)
+    throw new ConfigError(field, mustBe('must be 1–32 of A-Z a-z 0-9 . _ ~ -, e.g. "._COPYING_"', value))
   }
   return value
 }
@@ -247,7 +252,7 @@ function extraHeaders (value, field) {
 
 function remoteBase (value, field) {
   if (typeof value !== 'string' || !value.startsWith('/') || value.split('/').some((s) => s === '..' || s === '.')) {
-    throw new ConfigError(field, `must be an absolute path without . or .. segments, got ${JSON.stringify(value)}`)
+    throw new ConfigError(field, mustBe('must be an absolute path without . or .. segments', value))
   }
   return '/' + value.split('/').filter(Boolean).join('/')
 }

@@ -42,7 +42,7 @@ export async function startSidecar (config, { logger = createLogger({ level: con
     await lock.release()
     throw err
   }
-  logger.info({ listen: servers.map((s) => s.address), targets: Object.keys(config.targets) }, 'transfer-sidecar listening')
+  logger.info({ listen: servers.map((s) => s.address), targets: Object.keys(config.targets), roots: config.roots }, 'transfer-sidecar listening')
   // Jobs run from now on.
   if (holdJobs()) logger.info('a stop was asked for during the start: jobs stay queued')
   else scheduler.start()

@@ -22,11 +22,12 @@ export function parseJobRequest (body, { targets, callbacks }) {
   if (id !== undefined && id !== null && (typeof id !== 'string' || !ID.test(id))) { // null: absent, like sha256 and callback
     throw new InvalidRequestError('id must be 8–64 characters of A-Z a-z 0-9 _ -')
   }
+  if (direction === undefined) throw new InvalidRequestError('direction is required: "upload" or "download"')
   if (direction !== 'upload' && direction !== 'download') {
     throw new InvalidRequestError('direction must be "upload" or "download"')
   }
   if (typeof target !== 'string') throw new InvalidRequestError('target must be the name of a configured target')
-  if (!Object.hasOwn(targets, target)) throw new UnknownTargetError(`no target named ${JSON.stringify(target.slice(0, 64))}`)
+  if (!Object.hasOwn(targets, target)) throw unknownTarget(target, targets)
   if (typeof overwrite !== 'boolean') throw new InvalidRequestError('overwrite must be true or false')
   if (sha256 !== undefined && sha256 !== null && (typeof sha256 !== 'string' || !SHA256.test(sha256))) {
     throw new InvalidRequestError('sha256 must be 64 hexadecimal characters')
@@ -43,6 +44,12 @@ export function parseJobRequest (body, { targets, callbacks }) {
     digest: digest ?? null,
     callback: callback === undefined || callback === null ? null : checkCallback(callback, callbacks.allow)
   }
+}
+
+// Names the configured targets (their names are not secret), at most ten.
+export function unknownTarget (target, targets) {
+  const names = Object.keys(targets)
+  return new UnknownTargetError(`no target named ${JSON.stringify(target.slice(0, 64))} (configured: ${names.slice(0, 10).map((n) => JSON.stringify(n)).join(', ')}${names.length > 10 ? ', …' : ''})`)
 }
 
 // A callback must fall under a configured prefix after URL normalisation (so "/hooks/../admin"

@@ -43,8 +43,9 @@ export function normalizeRemote (remote, field = 'remote') {
   return '/' + segments.join('/')
 }
 
-function notAllowed (local) {
-  return new PathNotAllowedError(`${local} is not inside a configured root`)
+function notAllowed (local, roots) {
+  const named = roots.length ? roots.slice(0, 10).map((r) => JSON.stringify(r)).join(', ') + (roots.length > 10 ? ', …' : '') : '(none configured)'
+  return new PathNotAllowedError(`${local} is not inside a configured root (roots: ${named})`)
 }
 
 // The path the kernel actually opened, so a symlink swapped in after our check cannot fool us.
@@ -69,7 +70,7 @@ function realOrThrow (p) {
 export async function resolveSource (local, roots) {
   const abs = checkLocalSyntax(local)
   const real = realOrThrow(abs)
-  if (!isInside(real, roots)) throw notAllowed(local)
+  if (!isInside(real, roots)) throw notAllowed(local, roots)
   let st = null
   try {
     st = statSync(real)
@@ -87,7 +88,7 @@ export async function resolveDestination (local, roots) {
   if (Buffer.byteLength(name) > NAME_MAX) throw new InvalidPathError(`${local} has a name longer than the file system allows (${NAME_MAX} bytes)`)
   const dir = realOrThrow(path.dirname(abs) + '/') // the slash: ENOTDIR unless a directory
   const real = path.join(dir, name)
-  if (!isInside(dir, roots) || !isInside(real, roots)) throw notAllowed(local)
+  if (!isInside(dir, roots) || !isInside(real, roots)) throw notAllowed(local, roots)
   return { dir, name, path: real }
 }
 
@@ -111,11 +112,11 @@ export async function openSource (local, roots) {
   try {
     handle = new SourceFile(openSync(real, C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK))
   } catch (err) {
-    if (err.code === 'ELOOP') throw notAllowed(local)
+    if (err.code === 'ELOOP') throw notAllowed(local, roots)
     throw err
   }
   try {
-    if (!isInside(await openedPath(handle), roots)) throw notAllowed(local)
+    if (!isInside(await openedPath(handle), roots)) throw notAllowed(local, roots)
     const stat = await handle.stat()
     if (!stat.isFile()) throw new InvalidPathError(`${local} is not a regular file`)
     return { handle, size: stat.size, path: real }

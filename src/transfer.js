@@ -88,7 +88,7 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     // upload spared for a large one.
     const earlyCheck = tmp === job.remote || source.size > EARLY_EXISTS_CHECK_BYTES
     if (!job.overwrite && earlyCheck && await backend.stat(job.remote, { signal })) {
-      throw new RemoteExistsError(`${job.remote} exists on ${job.target} and overwrite is false`)
+      throw new RemoteExistsError(`${job.remote} exists on target ${JSON.stringify(job.target)} and overwrite is false`)
     }
     // A failed attempt may have left its temp file, still leased on HDFS to the writer that died;
     // removing it first lets this attempt create it afresh instead of waiting for lease recovery.

@@ -95,7 +95,7 @@ export function createFileBackend (target) {
       try {
         handle = await fs.open(full(remote), READ_FLAGS)
       } catch (err) {
-        if (err.code === 'ENOENT' || err.code === 'ENOTDIR') throw new RemoteNotFoundError(`${remote} does not exist${target.name ? ` on ${target.name}` : ''}`)
+        if (err.code === 'ENOENT' || err.code === 'ENOTDIR') throw new RemoteNotFoundError(`${remote} does not exist${target.name ? ` on target ${JSON.stringify(target.name)}` : ''}`)
         throw storeError(err, where(remote))
       }
       // open() takes a directory; reading it would fail later, as if the local side had.
@@ -148,7 +148,7 @@ export function createFileBackend (target) {
         try {
           await linkNoReplace(from, to)
         } catch (err) {
-          if (err.code === 'EEXIST') throw new RemoteExistsError(`${remote} exists and overwrite is false`)
+          if (err.code === 'EEXIST') throw new RemoteExistsError(`${remote} exists${target.name ? ` on target ${JSON.stringify(target.name)}` : ''} and overwrite is false`)
           throw storeError(err, where(remote))
         }
       }

@@ -357,7 +357,7 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
     // `status`: the remote's stat() when the caller just got it (null: it does not exist).
     async openRead (remote, { offset = 0, length, signal, pool, status } = {}) {
       const st = status !== undefined ? status : await fileStatus(remote, signal)
-      if (!st || st.type !== 'file') throw new RemoteNotFoundError(`${remote} is not a file on ${target.name}`)
+      if (!st || st.type !== 'file') throw new RemoteNotFoundError(`${remote} is not a file on target ${JSON.stringify(target.name)}`)
       const info = { size: length !== undefined ? null : st.size, version: st.version, offset, blockSize: st.blockSize, status: st }
       // OPEN past the end answers 403; a download resumed at its very end has nothing left to read.
       if (offset >= st.size || length === 0) return { ...info, stream: Readable.from([]) }

@@ -6,7 +6,8 @@ import { Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { normalizeRemote } from '../paths.js'
 import { BufferPool, CHUNK, requestSink } from '../datapath.js'
-import { UnknownTargetError, RemoteNotFoundError, RangeNotSatisfiableError, SizeMismatchError, toSidecarError } from '../errors.js'
+import { unknownTarget } from '../jobs.js'
+import { RemoteNotFoundError, RangeNotSatisfiableError, SizeMismatchError, toSidecarError } from '../errors.js'
 
 const TYPES = {
   '.txt': 'text/plain; charset=utf-8',
@@ -79,7 +80,7 @@ function exactly (length, pool) {
 export function streamHandler ({ config, backends, metrics }) {
   return async (req, res) => {
     const { target } = req.params
-    if (!Object.hasOwn(config.targets, target)) throw new UnknownTargetError(`no target named ${JSON.stringify(target.slice(0, 64))}`)
+    if (!Object.hasOwn(config.targets, target)) throw unknownTarget(target, config.targets)
     const remote = normalizeRemote('/' + [].concat(req.params.remote).join('/'))
     const backend = backends[target]
     const closed = new AbortController()
@@ -88,7 +89,7 @@ export function streamHandler ({ config, backends, metrics }) {
     const { signal } = closed
     try {
       const st = await backend.stat(remote, { signal })
-      if (!st || st.type === 'dir') throw new RemoteNotFoundError(`${remote} does not exist on ${target}`)
+      if (!st || st.type === 'dir') throw new RemoteNotFoundError(`${remote} does not exist on target ${JSON.stringify(target)}`)
       const range = parseRange(req.get('range'), st.size)
       if (range === 'unsatisfiable') {
         res.set('content-range', `bytes */${st.size}`)

@@ -60,9 +60,19 @@ function parseJson (text) {
   if (first !== '{' && first !== '[') throw new InvalidJsonError('the body is not valid JSON')
   try {
     return JSON.parse(text)
-  } catch {
-    throw new InvalidJsonError('the body is not valid JSON')
+  } catch (err) {
+    throw new InvalidJsonError(`the body is not valid JSON${whereIn(text, err)}`)
   }
+}
+
+// " (line L, column C)" from V8's "… at position N …" (node 20+ also says line and column).
+function whereIn (text, err) {
+  const line = /\(line (\d+) column (\d+)\)/.exec(err.message)
+  if (line) return ` (line ${line[1]}, column ${line[2]})`
+  const pos = /at position (\d+)/.exec(err.message)
+  if (!pos) return ''
+  const before = text.slice(0, Number(pos[1])).split('\n')
+  return ` (line ${before.length}, column ${before.at(-1).length + 1})`
 }
 
 export function submitHandler ({ config, scheduler, logger }) {

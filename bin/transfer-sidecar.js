@@ -86,6 +86,9 @@ try {
 } catch (err) {
   // Another daemon on the same state dir, a port in use, …: one line, not a stack trace.
   console.error(`transfer-sidecar: cannot start: ${err.message}`)
+  if (err.code === 'EADDRINUSE') {
+    console.error('Another process listens there. Choose other listeners in a config file ("listen": ["127.0.0.1:18765", "unix:/path/sidecar.sock"], with "roots" and "targets") and start with SIDECAR_CONFIG=/path/to/config.json (see README, Quick start).')
+  }
   process.exit(1)
 }
 if (stopRequested) stop()

@@ -401,11 +401,7 @@ export class Scheduler {
     // A failed or cancelled download may have kept its temp file for a resume that will not come;
     // a failed or cancelled upload may see its temp name come back from a request it cut.
     if (state !== 'succeeded') await discardPartial(job, { roots: this.config.roots, backend: this.backends[job.target] }).catch(() => {})
-    // A success with a sha256 need not wait for its own sync: lost in a crash, the job is found
-    // "publishing" (synced before the publish) and finishPublish proves the published file by that
-    // sha256, and ends it succeeded again. One fdatasync less per small job. A failure or a cancel
-    // must not be lost (the job would run again), nor a success without a sha256 (digest "none").
-    await this.#save(job, { durable: state !== 'succeeded' || !job.sha256 })
+    await this.#save(job)
     this.finished.add(job.id)
     if (this.finished.size > this.config.queue.keepFinished) this.prune().catch((err) => this.logger.error({ err }, 'prune failed'))
     this.metrics.jobFinished(job)

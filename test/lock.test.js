@@ -5,6 +5,7 @@ import { describe, it, expect, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { spawn } from 'node:child_process'
+import net from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { spawnSidecar, client, tempDir } from './helpers/sidecar.js'
 import { freePort } from './helpers/ports.js'
@@ -71,5 +72,23 @@ describe('state directory lock', () => {
     await a.stop({ graceMs: 0 })
     const b = await startSidecar(config, { logger })
     await b.stop({ graceMs: 0 })
+  })
+
+  it('a port in use: one line saying so, and how to choose another listener', async () => {
+    const busy = net.createServer()
+    await new Promise((resolve) => busy.listen(0, '127.0.0.1', resolve))
+    try {
+      const dir = await tempDir('busy-')
+      const file = path.join(dir, 'config.json')
+      await fs.writeFile(file, JSON.stringify({ listen: [`127.0.0.1:${busy.address().port}`], stateDir: dir, roots: [], targets: { local: { type: 'file', dir: path.join(dir, 'store') } } }))
+      const { code, stderr } = await runToExit(file)
+      expect(code).toBe(1)
+      expect(stderr).toMatch(/cannot start: .*EADDRINUSE/)
+      expect(stderr).toContain('SIDECAR_CONFIG')
+      expect(stderr).toContain('"listen"')
+      expect(stderr).not.toMatch(/\n\s+at /)
+    } finally {
+      busy.close()
+    }
   })
 })

@@ -67,8 +67,11 @@ describe('README Quick start on a fresh state directory', () => {
     await fs.writeFile(path.join(app, 'vendor', 'autoload.php'), `<?php require ${JSON.stringify(path.join(repo, 'php-client', 'examples', 'bootstrap.php'))};\n`)
     await fs.writeFile(path.join(app, 'snippet.php'), `<?php\n${blockAfter('## PHP usage', 'php')}\necho json_encode($job);\n`)
     await fs.writeFile(path.join(state(), 'files', 'hello.txt'), 'hello from php\n')
-    const job = JSON.parse(inNetns(['php', 'snippet.php'], { cwd: app }))
+    // Found through XDG_STATE_HOME as the daemon finds it (a snippet that assumed $HOME would fail).
+    const out = inNetns(['php', 'snippet.php'], { cwd: app, env: { ...env(), HOME: '/nonexistent', XDG_STATE_HOME: path.join(home, '.local', 'state') } }).trim().split('\n')
+    const job = JSON.parse(out.at(-1))
     expect(job).toMatchObject({ state: 'succeeded', direction: 'upload', target: 'local', remote: '/greetings/hello.txt' })
+    expect(out[0]).toBe(`job ${job.id}: succeeded`) // what the snippet prints
     expect(await fs.readFile(path.join(state(), 'store', 'greetings', 'hello.txt'), 'utf8')).toBe('hello from php\n')
   })
 })

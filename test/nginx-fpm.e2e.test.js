@@ -23,7 +23,7 @@ function readmeLocation () {
   return blocks[0].replaceAll(README_SOCKET, sidecar.socket)
 }
 
-async function startWeb (locations) {
+async function startWeb (locations, target = 'local') {
   return startNginxFpm({
     docroot: path.join(repo, 'php-client', 'examples'),
     maxChildren: 2,
@@ -31,7 +31,7 @@ async function startWeb (locations) {
     env: {
       SIDECAR_SOCKET: sidecar.socket,
       SIDECAR_UPLOAD_ROOT: uploadRoot,
-      SIDECAR_TARGET: 'local',
+      SIDECAR_TARGET: target,
       SIDECAR_ACCEL_PREFIX: '/sidecar-stream'
     }
   })
@@ -103,6 +103,31 @@ describe('examples on nginx + php-fpm with the README nginx location', () => {
     const web = await startWeb(readmeLocation())
     try {
       await roundTrip(web)
+    } finally {
+      await web.stop()
+    }
+  })
+
+  it('index.php links the upload form, the status page and the download page', async () => {
+    const web = await startWeb(readmeLocation())
+    try {
+      const page = await (await fetch(`${web.url}/`)).text()
+      for (const href of ['href="upload.php"', 'action="status.php"', 'action="download.php"']) expect(page).toContain(href)
+    } finally {
+      await web.stop()
+    }
+  })
+
+  it('a job the daemon refuses: upload.php answers 500 with its code, and PHP\'s log has the daemon\'s message', async () => {
+    const web = await startWeb(readmeLocation(), 'hdfs') // no such target here
+    try {
+      const form = new FormData()
+      form.append('file', new Blob([Buffer.from('x')]), 'x.bin')
+      const res = await fetch(`${web.url}/upload.php`, { method: 'POST', body: form })
+      expect(res.status).toBe(500)
+      expect(await res.json()).toMatchObject({ code: 'UNKNOWN_TARGET' })
+      const logged = await waitFor(async () => (await web.logs('fpm/php-error.log').catch(() => '')).includes('UNKNOWN_TARGET') && web.logs('fpm/php-error.log'))
+      expect(logged).toContain('no target named "hdfs" (configured: "local")')
     } finally {
       await web.stop()
     }

@@ -27,7 +27,8 @@ try {
     http_response_code(404);
     echo "no such job\n";
     return;
-} catch (SidecarException) {
+} catch (SidecarException $e) {
+    error_log('transfer-sidecar: ' . $e->getMessage());
     http_response_code(503);
     echo "the transfer service is unavailable\n";
     return;

@@ -37,7 +37,8 @@ if (!JobId::isValid($id)) {
     } catch (JobNotFoundException) {
         $status = 404;
         $view = ['error' => 'no such job (or it has expired)'];
-    } catch (SidecarException) {
+    } catch (SidecarException $e) {
+        error_log('transfer-sidecar: ' . $e->getMessage());
         $status = 503;
         $view = ['error' => 'the transfer service is unavailable'];
     }

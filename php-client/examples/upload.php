@@ -5,10 +5,9 @@ declare(strict_types=1);
 // Browser upload → sidecar, without making the user wait for the transfer:
 //   GET  shows a form;
 //   POST (multipart, field "file") moves the upload into SIDECAR_UPLOAD_ROOT (a directory inside
-//        the daemon's roots), hands it to target SIDECAR_TARGET (default "hdfs") as
+//        the daemon's roots), hands it to target SIDECAR_TARGET (default "local", the Quick start's) as
 //        /uploads/<date>/<random>-<name> and answers 202 {"id", "status_url"} at once.
-// Run: SIDECAR_SOCKET=/run/transfer-sidecar/sidecar.sock SIDECAR_UPLOAD_ROOT=/var/www/uploads \
-//      php -S 127.0.0.1:8080 -t php-client/examples
+// Run: see php-client/README.md, Examples (the daemon's answer to a refused job goes to PHP's error log).
 
 use TransferSidecar\Exception\RequestException;
 use TransferSidecar\Exception\SidecarException;
@@ -84,16 +83,19 @@ if (!move_uploaded_file($file['tmp_name'], $local)) {
     return;
 }
 
-$target = getenv('SIDECAR_TARGET') ?: 'hdfs';
+$target = getenv('SIDECAR_TARGET') ?: 'local';
 try {
     $id = $makeClient()->upload($target, $local, "/uploads/$date/$stored");
 } catch (RequestException $e) {
-    // The daemon refused the job (configuration problem): nothing will move the file.
+    // The daemon refused the job (configuration problem): nothing will move the file. Its message
+    // (which may name server paths) goes to the log, its code to the browser.
+    error_log(sprintf('transfer-sidecar refused the upload of %s to %s: %s %s', $local, $target, $e->getErrorCode(), $e->getMessage()));
     @unlink($local);
     $answer(500, ['error' => 'the transfer service refused the job', 'code' => $e->getErrorCode()]);
     return;
 } catch (SidecarException $e) {
     // Unreachable and no spool (or the spool failed): the file stays for a later retry.
+    error_log(sprintf('transfer-sidecar could not take the upload of %s: %s', $local, $e->getMessage()));
     $answer(503, ['error' => 'the transfer service is unavailable, try again later']);
     return;
 }

@@ -83,6 +83,7 @@ function nginxConfig ({ root, port, docroot, fpmSocket, locations, workers }) {
     `    listen 127.0.0.1:${port};`,
     '    server_name localhost;',
     `    root ${docroot};`,
+    '    index index.php;',
     '    location ~ \\.php$ {',
     '      try_files $uri =404;',
     '      include /etc/nginx/fastcgi_params;',

@@ -12,6 +12,16 @@ export class ConfigError extends Error {
     super(`config: ${field}: ${message}`)
     this.name = 'ConfigError'
     this.field = field
+    this.errors = [this]
+  }
+
+  // One error for several mistakes: the first's field, every mistake on a line of its own.
+  static all (errors) {
+    if (errors.length === 1) return errors[0]
+    const err = new ConfigError(errors[0].field, '')
+    err.message = errors.map((e) => e.message).join('\n')
+    err.errors = errors
+    return err
   }
 }
 
@@ -317,39 +327,79 @@ function validateCallbacks (value) {
 
 export function validateConfig (raw, { env = process.env } = {}) {
   if (!isObject(raw)) throw new ConfigError('(top level)', 'must be a JSON object')
-  checkKeys(raw, [...KNOWN_TOP], '')
-  const token = raw.token ?? null
-  // Visible ASCII only: a header carries bytes, and node reads them as Latin-1, so a UTF-8 "ö" sent
-  // by curl or PHP never matches, and a control character cannot be sent at all.
-  if (token !== null && (typeof token !== 'string' || token.length < 16 || !/^[\x21-\x7e]+$/.test(token))) {
-    throw new ConfigError('token', 'must be null or a string of at least 16 visible ASCII characters (no spaces)')
+  // Every mistake that can be found in one pass, not only the first: each field is checked on its
+  // own, with a stand-in value where a later check needs one; all are thrown together at the end.
+  const errors = []
+  const check = (fn, fallback = null) => {
+    try {
+      return fn()
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err
+      errors.push(err)
+      return fallback
+    }
   }
-  const stateDir = realDir(raw.stateDir ?? defaultStateDir(env), 'stateDir', { create: true })
-  const listenRaw = raw.listen ?? [`127.0.0.1:${DEFAULTS.port}`, `unix:${path.join(stateDir, 'sidecar.sock')}`]
-  if (!Array.isArray(listenRaw) || listenRaw.length === 0) throw new ConfigError('listen', 'must be a non-empty array')
-  const listen = listenRaw.map((e, i) => Object.freeze(parseListen(e, `listen[${i}]`, token !== null)))
+  check(() => checkKeys(raw, [...KNOWN_TOP], ''))
+  const token = check(() => {
+    const token = raw.token ?? null
+    // Visible ASCII only: a header carries bytes, and node reads them as Latin-1, so a UTF-8 "ö" sent
+    // by curl or PHP never matches, and a control character cannot be sent at all.
+    if (token !== null && (typeof token !== 'string' || token.length < 16 || !/^[\x21-\x7e]+$/.test(token))) {
+      throw new ConfigError('token', 'must be null or a string of at least 16 visible ASCII characters (no spaces)')
+    }
+    return token
+  })
+  const stateDir = check(() => realDir(raw.stateDir ?? defaultStateDir(env), 'stateDir', { create: true }))
+  const listen = check(() => {
+    if (raw.listen === undefined && stateDir === null) return []
+    const listenRaw = raw.listen ?? [`127.0.0.1:${DEFAULTS.port}`, `unix:${path.join(stateDir, 'sidecar.sock')}`]
+    if (!Array.isArray(listenRaw) || listenRaw.length === 0) throw new ConfigError('listen', 'must be a non-empty array')
+    return listenRaw.map((e, i) => check(() => Object.freeze(parseListen(e, `listen[${i}]`, token !== null))))
+  }, [])
 
-  if (!Array.isArray(raw.roots)) throw new ConfigError('roots', 'must be an array of absolute directories that local paths may be in (may be empty)')
-  const roots = raw.roots.map((r, i) => realDir(r, `roots[${i}]`))
-  if (roots.some((r) => r === '/')) throw new ConfigError('roots', '"/" cannot be a root; name the directories PHP uses')
+  const roots = check(() => {
+    if (!Array.isArray(raw.roots)) throw new ConfigError('roots', 'must be an array of absolute directories that local paths may be in (may be empty)')
+    const roots = raw.roots.map((r, i) => check(() => realDir(r, `roots[${i}]`)))
+    if (roots.some((r) => r === '/')) throw new ConfigError('roots', '"/" cannot be a root; name the directories PHP uses')
+    return roots
+  }, [])
 
-  const socketMode = raw.socketMode ?? DEFAULTS.socketMode
-  if (typeof socketMode !== 'string' || !/^0?[0-7]{3}$/.test(socketMode)) throw new ConfigError('socketMode', 'must be an octal string like "0660"')
+  const socketMode = check(() => {
+    const socketMode = raw.socketMode ?? DEFAULTS.socketMode
+    if (typeof socketMode !== 'string' || !/^0?[0-7]{3}$/.test(socketMode)) throw new ConfigError('socketMode', 'must be an octal string like "0660"')
+    return socketMode
+  }, DEFAULTS.socketMode)
   const socketGroup = raw.socketGroup ?? null
-  const socketGid = groupId(socketGroup)
+  const socketGid = check(() => groupId(socketGroup))
 
-  const queue = section(raw.queue, 'queue', DEFAULTS.queue)
-  if (queue.limit < 1) throw new ConfigError('queue.limit', 'must be at least 1')
-  const retry = section(raw.retry, 'retry', DEFAULTS.retry)
-  if (retry.attempts < 1) throw new ConfigError('retry.attempts', 'must be at least 1')
-  const timeouts = section(raw.timeouts, 'timeouts', DEFAULTS.timeouts)
+  const queue = check(() => {
+    const queue = section(raw.queue, 'queue', DEFAULTS.queue)
+    if (queue.limit < 1) throw new ConfigError('queue.limit', 'must be at least 1')
+    return queue
+  }, { ...DEFAULTS.queue })
+  const retry = check(() => {
+    const retry = section(raw.retry, 'retry', DEFAULTS.retry)
+    if (retry.attempts < 1) throw new ConfigError('retry.attempts', 'must be at least 1')
+    return retry
+  }, { ...DEFAULTS.retry })
+  const timeouts = check(() => section(raw.timeouts, 'timeouts', DEFAULTS.timeouts), { ...DEFAULTS.timeouts })
 
-  if (!isObject(raw.targets) || Object.keys(raw.targets).length === 0) throw new ConfigError('targets', 'must be an object with at least one target')
   const targets = {}
-  for (const [name, t] of Object.entries(raw.targets)) targets[name] = validateTarget(name, t, { retry, timeouts })
+  check(() => {
+    if (!isObject(raw.targets) || Object.keys(raw.targets).length === 0) throw new ConfigError('targets', 'must be an object with at least one target')
+    for (const [name, t] of Object.entries(raw.targets)) targets[name] = check(() => validateTarget(name, t, { retry, timeouts }))
+  })
 
-  const logLevel = raw.logLevel ?? DEFAULTS.logLevel
-  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) throw new ConfigError('logLevel', 'must be one of fatal, error, warn, info, debug, trace, silent')
+  const logLevel = check(() => {
+    const logLevel = raw.logLevel ?? DEFAULTS.logLevel
+    if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) throw new ConfigError('logLevel', 'must be one of fatal, error, warn, info, debug, trace, silent')
+    return logLevel
+  })
+  const shutdownGraceMs = check(() => int(raw.shutdownGraceMs, 'shutdownGraceMs', { min: 0, max: 600000, fallback: DEFAULTS.shutdownGraceMs }))
+  const spool = stateDir === null ? null : check(() => validateSpool(raw.spool, stateDir))
+  const callbacks = check(() => validateCallbacks(raw.callbacks))
+  const journal = check(() => validateJournal(raw.journal))
+  if (errors.length) throw ConfigError.all(errors)
 
   return Object.freeze({
     listen: Object.freeze(listen),
@@ -362,11 +412,11 @@ export function validateConfig (raw, { env = process.env } = {}) {
     queue: Object.freeze(queue),
     retry: Object.freeze(retry),
     timeouts: Object.freeze(timeouts),
-    shutdownGraceMs: int(raw.shutdownGraceMs, 'shutdownGraceMs', { min: 0, max: 600000, fallback: DEFAULTS.shutdownGraceMs }),
+    shutdownGraceMs,
     logLevel,
-    spool: validateSpool(raw.spool, stateDir),
-    callbacks: validateCallbacks(raw.callbacks),
-    journal: validateJournal(raw.journal),
+    spool,
+    callbacks,
+    journal,
     targets: Object.freeze(targets)
   })
 }

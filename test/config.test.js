@@ -1,5 +1,6 @@
 import { describe, it, expect } from 'vitest'
 import fs from 'node:fs/promises'
+import fsSync from 'node:fs'
 import path from 'node:path'
 import { execFile, execFileSync } from 'node:child_process'
 import { promisify } from 'node:util'
@@ -100,6 +101,23 @@ describe('config validation', () => {
     const file = path.join(dir, 'c.json')
     await fs.writeFile(file, '{ nope')
     expect(() => loadConfig({ file })).toThrow(/c\.json: not valid JSON/)
+  })
+
+  it('--check-config reports every mistake of a file in one run, each with its field', async () => {
+    const dir = await tempDir()
+    const file = path.join(dir, 'c.json')
+    await fs.writeFile(file, JSON.stringify({
+      ...await base(),
+      logLevel: 'loud',
+      queue: { limit: 0 },
+      targets: { h: { type: 'http' }, w: { type: 'webhdfs', namenodes: ['ftp://x'] }, f: { type: 'file', dir: path.join(dir, 's') } }
+    }))
+    const bad = await run(process.execPath, [BIN, '--check-config', '--config', file]).catch((e) => e)
+    expect(bad.code).toBe(2)
+    for (const line of ['config: queue.limit: must be at least 1', 'config: targets.h.url: is required', 'config: targets.w.namenodes[0]: must be an http(s) URL, got "ftp://x"', 'config: logLevel: must be one of']) {
+      expect(bad.stderr).toContain(line)
+    }
+    expect(() => validateConfig(JSON.parse(fsSync.readFileSync(file, 'utf8')))).toThrow(expect.objectContaining({ field: 'queue.limit' })) // the first
   })
 
   it('the CLI exits 2 with the field named, and --check-config hides the token', async () => {

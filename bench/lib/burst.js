@@ -136,17 +136,7 @@ async function sidecarBurst ({ env, opts, progress, mode, file }) {
   const record = {
     variant: 'sidecar',
     mode,
-    clients: opts.burstClients,
-    jobs: opts.burstJobs,
-    acked: r.acked.length,
-    errors: r.errors,
-    firstErrors: r.firstErrors,
-    seconds: r.seconds,
-    ackedPerSecond: r.ackedPerSecond,
-    medianUs: r.medianUs,
-    p90Us: r.p90Us,
-    p99Us: r.p99Us,
-    maxUs: r.maxUs,
+    ...burstFigures(r, opts),
     lost,
     duplicated,
     filesInTarget: files.size,
@@ -172,15 +162,9 @@ async function sidecarBurst ({ env, opts, progress, mode, file }) {
   return record
 }
 
-async function redisBurst ({ env, opts, progress, file }) {
-  const redis = await env.redis()
-  const args = { redisPort: redis.port, redisKey: REDIS_KEY, target: STORE, file, prefix: '/burst' }
-  await redis.del(REDIS_KEY)
-  const r = await burst({ env, opts, role: 'redis', name: 'redis', args })
-  const c = await runPhp('burst.php', { ...args, role: 'redis-check' })
-  const record = {
-    variant: 'redis-lpush',
-    mode: null,
+// What every burst record carries, from a burst() result.
+function burstFigures (r, opts) {
+  return {
     clients: opts.burstClients,
     jobs: opts.burstJobs,
     acked: r.acked.length,
@@ -191,7 +175,20 @@ async function redisBurst ({ env, opts, progress, file }) {
     medianUs: r.medianUs,
     p90Us: r.p90Us,
     p99Us: r.p99Us,
-    maxUs: r.maxUs,
+    maxUs: r.maxUs
+  }
+}
+
+async function redisBurst ({ env, opts, progress, file }) {
+  const redis = await env.redis()
+  const args = { redisPort: redis.port, redisKey: REDIS_KEY, target: STORE, file, prefix: '/burst' }
+  await redis.del(REDIS_KEY)
+  const r = await burst({ env, opts, role: 'redis', name: 'redis', args })
+  const c = await runPhp('burst.php', { ...args, role: 'redis-check' })
+  const record = {
+    variant: 'redis-lpush',
+    mode: null,
+    ...burstFigures(r, opts),
     lost: r.acked.length - c.distinct,
     duplicated: c.length - c.distinct
   }

@@ -10,15 +10,9 @@ declare(strict_types=1);
 echo "answered\n";
 fastcgi_finish_request();
 
-$file = getenv('BENCH_FILE');
-$in = fopen($file, 'rb');
-$ch = curl_init(getenv('BENCH_URL') . 'web-finish-' . bin2hex(random_bytes(8)) . '.bin');
-curl_setopt_array($ch, [CURLOPT_UPLOAD => true, CURLOPT_INFILE => $in, CURLOPT_INFILESIZE => filesize($file), CURLOPT_RETURNTRANSFER => true]);
-$ok = curl_exec($ch);
-$status = curl_getinfo($ch, CURLINFO_RESPONSE_CODE);
-curl_close($ch);
-fclose($in);
-if ($ok === false || ($status !== 201 && $status !== 204)) {
+require __DIR__ . '/put.php';
+$status = benchPut('web-finish-');
+if ($status !== 201 && $status !== 204) {
     // The user has the answer already: all that is left is the log.
     error_log("finish.php: upload answered HTTP $status");
 }

@@ -14,7 +14,7 @@ Usage: transfer-sidecar [--config FILE] [--check-config]
 Options:
   -c, --config FILE   JSON config file (default: $SIDECAR_CONFIG; without either, the embedded
                       default: 127.0.0.1:8765 and a unix socket in the state dir, a "local" file target)
-      --check-config  validate the config, print it (token hidden) and exit
+      --check-config  validate the config (every mistake, a line each), print it (token hidden) and exit
   -h, --help          show this help
   -v, --version       print the version
 

@@ -10,8 +10,8 @@ export const SECTIONS = ['throughput', 'alloc', 'concurrency', 'reuse', 'handoff
 export const JOURNAL_MODES = ['fsync', 'write']
 // Who moves the bytes, per direction (section 1 and 2 of the issue).
 export const COMPETITORS = {
-  download: ['php-returntransfer', 'php-file', 'curl', 'sidecar'],
-  upload: ['php-infile', 'curl', 'sidecar']
+  download: ['php-returntransfer', 'php-file', 'curl', 'curl-sha256', 'sidecar', 'sidecar-none'],
+  upload: ['php-infile', 'curl', 'curl-sha256', 'sidecar', 'sidecar-none']
 }
 const ALL_COMPETITORS = [...new Set(Object.values(COMPETITORS).flat())]
 export const HANDOFF_VARIANTS = ['acked-unix', 'acked-tcp', 'noack-unix', 'exec-curl', 'direct', 'redis-lpush', 'fdatasync',
@@ -78,6 +78,18 @@ export const PRESETS = {
   }
 }
 
+// --large: issue #19's matrix. Large transfers only, each sidecar against its honest competitor
+// (sha256: curl | tee | sha256sum + sync, sha256sum beside curl -T; digest "none": plain curl),
+// 5 paired runs per size, and peak RSS with 1 and 64 transfers at once.
+export const LARGE = {
+  sections: ['throughput', 'concurrency'],
+  sizes: [10, 100, 500, 1000, 1500],
+  runs: 5,
+  competitors: ['curl', 'curl-sha256', 'sidecar', 'sidecar-none'],
+  concurrency: [1, 64],
+  concTargets: ['http', 'webhdfs']
+}
+
 // Sizes from this one up get --runs-large runs instead of --runs (they dominate the wall time).
 export const LARGE_MIB = 1000
 
@@ -90,6 +102,9 @@ The estimated duration is printed at the start.
   --full                 the whole matrix (defaults below in [quick | full])
   --smoke                a correctness run: every variant, small counts (${PRESETS.smoke.handoffCalls} hand-off calls, ${PRESETS.smoke.handoffPacedCalls} paced,
                          ${PRESETS.smoke.burstJobs} burst jobs, ${PRESETS.smoke.reuseFiles} reuse files, ${PRESETS.smoke.sizes} MiB throughput, ${PRESETS.smoke.webSeconds} s of wrk)
+  --large                issue #19's matrix: sections ${LARGE.sections.join(',')}, sizes ${LARGE.sizes.join(',')} MiB,
+                         ${LARGE.runs} runs each, competitors ${LARGE.competitors.join(',')},
+                         concurrency ${LARGE.concurrency.join(',')} on ${LARGE.concTargets.join(',')}
   --sections LIST        ${SECTIONS.join(',')} (default: all)
   --sizes LIST           file sizes in MiB for throughput [${PRESETS.quick.sizes.join(',')} | study matrix]
   --runs N               runs per size [1 | 3]
@@ -150,6 +165,7 @@ export function parseCli (argv) {
     options: {
       full: { type: 'boolean', default: false },
       smoke: { type: 'boolean', default: false },
+      large: { type: 'boolean', default: false },
       sections: { type: 'string' },
       sizes: { type: 'string' },
       runs: { type: 'string' },
@@ -180,23 +196,23 @@ export function parseCli (argv) {
       help: { type: 'boolean', short: 'h', default: false }
     }
   })
-  if (values.full && values.smoke) throw new Error('--full and --smoke: choose one')
-  const preset = values.full ? 'full' : values.smoke ? 'smoke' : 'quick'
-  const p = PRESETS[preset]
+  if ([values.full, values.smoke, values.large].filter(Boolean).length > 1) throw new Error('--full, --smoke, --large: choose one')
+  const preset = values.full ? 'full' : values.smoke ? 'smoke' : values.large ? 'large' : 'quick'
+  const p = preset === 'large' ? { ...PRESETS.full, ...LARGE, runsLarge: LARGE.runs } : PRESETS[preset]
   const int = (flag, fallback) => (values[flag] === undefined ? fallback : positiveInt(values[flag], `--${flag}`))
   const runs = int('runs', p.runs)
   return {
     help: values.help,
     preset,
     argv,
-    sections: values.sections ? list(values.sections, SECTIONS, '--sections') : SECTIONS,
+    sections: values.sections ? list(values.sections, SECTIONS, '--sections') : p.sections ?? SECTIONS,
     sizes: values.sizes ? intList(values.sizes, '--sizes') : p.sizes,
     runs,
     // An explicit --runs applies to large sizes too unless --runs-large says otherwise.
     runsLarge: int('runs-large', values.runs === undefined ? p.runsLarge : runs),
     targets: values.targets ? list(values.targets, TARGETS, '--targets') : TARGETS,
     directions: values.directions ? list(values.directions, DIRECTIONS, '--directions') : DIRECTIONS,
-    competitors: values.competitors ? list(values.competitors, ALL_COMPETITORS, '--competitors') : ALL_COMPETITORS,
+    competitors: values.competitors ? list(values.competitors, ALL_COMPETITORS, '--competitors') : p.competitors ?? ALL_COMPETITORS,
     allocSizes: values['alloc-sizes'] ? intList(values['alloc-sizes'], '--alloc-sizes') : p.allocSizes,
     allocRuns: int('alloc-runs', p.allocRuns),
     concurrency: values.concurrency ? intList(values.concurrency, '--concurrency') : p.concurrency,

@@ -48,6 +48,29 @@ async function readTimeFile (file) {
   return { cpuS: user + sys, rssMiB: maxKiB / 1024 }
 }
 
+// A bash pipeline around curl (issue #19's "curl doing the same work": sha256 with tee, an fsync),
+// timed like curl; /usr/bin/time reports the CPU of every process of it and the largest RSS.
+// `script` gets `args` as $1, $2, …; it must fail (set -o pipefail) when any part fails.
+export async function shell (script, args, { timeFile }) {
+  const bashArgs = ['-c', `set -euo pipefail; ${script}`, 'bench', ...args]
+  const [cmd, fullArgs] = HAS_TIME ? [TIME_BIN, ['-o', timeFile, '-f', '%U %S %M', 'bash', ...bashArgs]] : ['bash', bashArgs]
+  const t0 = performance.now()
+  const res = await runCommand(cmd, fullArgs)
+  const ms = performance.now() - t0
+  if (res.code !== 0) throw new Error(`bash -c '${script}' ${args.join(' ')} failed (${res.signal ?? `exit ${res.code}`}): ${res.stderr.trim()}`)
+  const usage = HAS_TIME ? await readTimeFile(timeFile) : { cpuS: null, rssMiB: null }
+  return { ms, stdout: res.stdout, ...usage }
+}
+
+// The sha256 a `sha256sum` line starts with.
+export const sha256Of = (stdout) => stdout.trim().split(/\s+/)[0]
+
+// Download as curl would with the sidecar's guarantees: sha256 of the bytes while they are
+// written (tee), then the file fsync'd (coreutils `sync FILE`). Prints the sha256.
+export const CURL_SHA256_DOWNLOAD = 'curl -sS -f $3 -o - "$1" | tee "$2" | sha256sum; sync "$2"'
+// Upload with sha256: `sha256sum FILE` and `curl -T FILE` side by side. Prints the sha256.
+export const CURL_SHA256_UPLOAD = 'sha256sum "$1" & curl -sS -f -T "$1" -o /dev/null "$2"; wait $!'
+
 // curl -w '%{http_code}' prints the final status; anything but 2xx is a failed transfer.
 export function expect2xx (stdout, what) {
   const status = Number(stdout.trim().slice(-3))

@@ -108,3 +108,32 @@ export function treeCpuSeconds (pid) {
   }
   return sum
 }
+
+// CPU seconds of each thread of a process so far, summed by thread name (/proc/PID/task/TID/comm:
+// "node" for the main thread, "libuv-worker", "V8 DefaultWorke", a worker thread's name…), with
+// the main thread (TID = PID) apart as `main`. Threads that ended in between are not counted.
+export function threadCpuSeconds (pid) {
+  const byName = {}
+  let main = 0
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    let stat, comm
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'latin1')
+      comm = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'latin1').trim()
+    } catch {
+      continue
+    }
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    const s = (Number(fields[11]) + Number(fields[12])) / ticksPerSecond()
+    if (Number(tid) === pid) main = s
+    else byName[comm] = (byName[comm] ?? 0) + s
+  }
+  return { main, byName }
+}
+
+// What `threadCpuSeconds` counted between two readings, per name; threads started in between count whole.
+export function threadCpuDelta (before, after) {
+  const byName = {}
+  for (const [name, s] of Object.entries(after.byName)) byName[name] = s - (before.byName[name] ?? 0)
+  return { main: after.main - before.main, byName }
+}

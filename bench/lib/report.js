@@ -98,20 +98,27 @@ function throughputSection (summary, charts) {
       if (!rows.length) continue
       const competitors = distinct(rows, 'competitor')
       const others = competitors.filter((c) => c !== 'curl')
-      const hasFsync = direction === 'download' && competitors.includes('curl')
+      const withPeer = competitors.filter((c) => rows.some((r) => r.competitor === c && r.peer))
+      const sidecars = competitors.filter((c) => c.startsWith('sidecar'))
+      const fsyncCols = direction === 'download' && competitors.includes('curl') ? sidecars : []
       const head = ['MiB', ...competitors.map((c) => `${c} MiB/s`), ...others.map((c) => `${c} ÷ curl`),
-        ...(hasFsync && others.includes('sidecar') ? ['sidecar ÷ (curl+fsync)'] : [])]
+        ...fsyncCols.map((c) => `${c} ÷ (curl+fsync)`),
+        ...withPeer.map((c) => `**${c} ÷ ${rows.find((r) => r.competitor === c && r.peer).peer}**`)]
       const body = distinct(rows, 'sizeMiB').map((size) => {
         const at = (c) => rows.find((r) => r.sizeMiB === size && r.competitor === c)
         return [String(size), ...competitors.map((c) => sp(at(c)?.mibps)), ...others.map((c) => f2(at(c)?.vsCurl)),
-          ...(hasFsync && others.includes('sidecar') ? [f2(at('sidecar')?.vsCurlFsync)] : [])]
+          ...fsyncCols.map((c) => f2(at(c)?.vsCurlFsync)), ...withPeer.map((c) => `**${f2(at(c)?.vsPeer)}**`)]
       })
-      const resHead = ['MiB', ...competitors.map((c) => `${c} peak RSS MiB`), ...competitors.map((c) => `${c} CPU s/GiB`)]
+      const resHead = ['MiB', ...competitors.map((c) => `${c} peak RSS MiB`), ...competitors.map((c) => `${c} CPU s/GiB`),
+        ...sidecars.map((c) => `${c} main thread s/GiB (÷ curl)`)]
       const resBody = distinct(rows, 'sizeMiB').map((size) => {
         const at = (c) => rows.find((r) => r.sizeMiB === size && r.competitor === c)
-        return [String(size), ...competitors.map((c) => f1(at(c)?.rssMiB)), ...competitors.map((c) => f2(at(c)?.cpuSPerGiB))]
+        return [String(size), ...competitors.map((c) => f1(at(c)?.rssMiB)), ...competitors.map((c) => f2(at(c)?.cpuSPerGiB)),
+          ...sidecars.map((c) => at(c)?.mainCpuSPerGiB === null || at(c)?.mainCpuSPerGiB === undefined ? '—' : `${f2(at(c).mainCpuSPerGiB)} (${f2(at(c).mainVsCurlCpu)})`)]
       })
-      parts.push(`### ${target} ${direction}\n\nThroughput, median (min–max) over runs, and median of per-run ratios to curl:\n\n${table(head, body)}\n\nMemory and CPU (RSS: highest over runs; CPU: median):\n\n${table(resHead, resBody)}`)
+      parts.push(`### ${target} ${direction}\n\nThroughput, median (min–max) over runs, and median of per-run ratios to curl` +
+        `${withPeer.length ? ' and (bold) of each sidecar to its competitor' : ''}:\n\n${table(head, body)}\n\n` +
+        `Memory and CPU (RSS: highest over runs; CPU: median; a sidecar's CPU is the daemon's and PHP's, its main thread the daemon's main thread):\n\n${table(resHead, resBody)}`)
     }
   }
   const pics = ['throughput.svg', 'rss.svg', 'cpu.svg'].filter((c) => charts.includes(c)).map((c) => `![${c}](${c})`).join('\n')
@@ -270,8 +277,16 @@ export function handoffGoals (results) {
   return out
 }
 
+// Issue #19: the daemon's peak RSS with 64 transfers at once ≤ 128 MiB.
+function concurrencyGoals (results) {
+  const rows = results.concurrency?.summary.filter((r) => r.competitor === 'sidecar' && r.concurrency === 64) ?? []
+  if (!rows.length) return []
+  const worst = rows.reduce((w, r) => (r.rssMiB > w.rssMiB ? r : w))
+  return [{ goal: 'daemon peak RSS ≤ 128 MiB with 64 transfers at once', met: worst.rssMiB <= 128, detail: `highest ${f1(worst.rssMiB)} MiB (${worst.target} ${worst.direction})` }]
+}
+
 export function goals (results) {
-  return [...(results.throughput ? throughputTargets(results.throughput.summary) : []), ...handoffGoals(results)]
+  return [...(results.throughput ? throughputTargets(results.throughput.summary) : []), ...concurrencyGoals(results), ...handoffGoals(results)]
 }
 
 // The method bullets of the sections that ran (and those every section shares).
@@ -298,6 +313,14 @@ function method (params) {
   fdatasync, the temp name and publish round trips (HEAD/MOVE, GETFILESTATUS/RENAME), sha256 of
   every byte, the HDFS checksum (${p.hdfsChecksum ? 'on' : 'off'}), and for downloads an fsync before the rename.
   curl does not fsync: "curl+fsync" adds the time to fsync curl's output afterwards.`],
+    [ran('throughput') && p.competitors.some((c) => c === 'curl-sha256' || c === 'sidecar-none'), `- Issue #19's pairs. \`sidecar\` (digest sha256, the default) against \`curl-sha256\`, curl doing the
+  same work: download \`curl -o - URL | tee FILE | sha256sum; sync FILE\` (WebHDFS: with -L), upload
+  \`sha256sum FILE & curl -T FILE URL; wait\` (WebHDFS: after the namenode call), the sha256 checked;
+  its CPU is every process's (/usr/bin/time on the bash that runs them). \`sidecar-none\` (the job's
+  \`digest: "none"\`: sizes still checked, the HDFS checksum still compared, the download still
+  fsync'd) against plain \`curl\`. "main thread": the daemon's main thread's user+sys from
+  /proc/PID/task/PID/stat over the job, per GiB, and its ratio to curl's CPU per GiB (plain curl,
+  median at that size).`],
     [ran('throughput') || ran('concurrency'), '- `sync` runs before every timed transfer, so the writeback of the previous one does not land in it.'],
     [true, `- Memory. curl: max RSS from /usr/bin/time. PHP: the php process's VmHWM (RETURNTRANSFER runs with
   memory_limit = 2.2 × file + 128 MiB). Sidecar: the daemon's VmHWM over the job (reset before it

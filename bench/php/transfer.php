@@ -10,7 +10,8 @@ declare(strict_types=1);
 // The php-curl modes go through TransferSidecar\DirectCurl (the library's own baseline).
 // Argument: {"competitor", "direction", "local", "remote",
 //            "target": {"type": "http", "url"} | {"type": "webhdfs", "namenode", "user", "base"},
-//            "socket", "sidecarTarget"}   (the last two for the sidecar only)
+//            "socket", "sidecarTarget", "digest"?}   (the last three for the sidecar only; "digest" is
+//            the job's digest option, "none" for the bench's sidecar-none competitor)
 // Prints {"seconds", "cpuS", "bytes", "job"?, "peakRssKiB", "memoryPeakBytes"}.
 
 require __DIR__ . '/common.php';
@@ -27,12 +28,13 @@ $remote = $a['remote'];
 
 if ($a['competitor'] === 'sidecar') {
     $client = new Client(['socket' => $a['socket'], 'read_timeout' => 60.0]);
+    $options = ['overwrite' => true] + (isset($a['digest']) ? ['digest' => $a['digest']] : []);
     $cpu0 = cpuSeconds();
     $started = hrtime(true);
     try {
         $id = $direction === 'upload'
-            ? $client->upload($a['sidecarTarget'], $local, $remote, ['overwrite' => true])
-            : $client->download($a['sidecarTarget'], $local, $remote, ['overwrite' => true]);
+            ? $client->upload($a['sidecarTarget'], $local, $remote, $options)
+            : $client->download($a['sidecarTarget'], $local, $remote, $options);
         do {
             $job = $client->wait($id, 300);
         } while (!in_array($job['state'], FINAL_STATES, true));

@@ -45,7 +45,7 @@ export async function curl (args, { timeFile }) {
 async function readTimeFile (file) {
   const lines = (await fs.readFile(file, 'utf8')).trim().split('\n')
   const [user, sys, maxKiB] = lines[lines.length - 1].split(' ').map(Number)
-  return { cpuS: user + sys, rssMiB: maxKiB / 1024 }
+  return { cpuS: user + sys, sysS: sys, rssMiB: maxKiB / 1024 }
 }
 
 // A bash pipeline around curl (issue #19's "curl doing the same work": sha256 with tee, an fsync),

@@ -111,10 +111,11 @@ export function treeCpuSeconds (pid) {
 
 // CPU seconds of each thread of a process so far, summed by thread name (/proc/PID/task/TID/comm:
 // "node" for the main thread, "libuv-worker", "V8 DefaultWorke", a worker thread's name…), with
-// the main thread (TID = PID) apart as `main`. Threads that ended in between are not counted.
+// the main thread (TID = PID) apart as `main` (of which `mainSys` in the kernel). Threads that ended in between are not counted.
 export function threadCpuSeconds (pid) {
   const byName = {}
   let main = 0
+  let mainSys = 0
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     let stat, comm
     try {
@@ -125,15 +126,17 @@ export function threadCpuSeconds (pid) {
     }
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
     const s = (Number(fields[11]) + Number(fields[12])) / ticksPerSecond()
-    if (Number(tid) === pid) main = s
-    else byName[comm] = (byName[comm] ?? 0) + s
+    if (Number(tid) === pid) {
+      main = s
+      mainSys = Number(fields[12]) / ticksPerSecond()
+    } else byName[comm] = (byName[comm] ?? 0) + s
   }
-  return { main, byName }
+  return { main, mainSys, byName }
 }
 
 // What `threadCpuSeconds` counted between two readings, per name; threads started in between count whole.
 export function threadCpuDelta (before, after) {
   const byName = {}
   for (const [name, s] of Object.entries(after.byName)) byName[name] = s - (before.byName[name] ?? 0)
-  return { main: after.main - before.main, byName }
+  return { main: after.main - before.main, mainSys: after.mainSys - before.mainSys, byName }
 }

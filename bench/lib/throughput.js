@@ -83,7 +83,7 @@ async function sidecarFromPhp (env, { target, direction, local, remote, phpEnv, 
   const at = (k) => Date.parse(r.job[k] ?? '')
   const jobRunSeconds = (at('finishedAt') - at('startedAt')) / 1000
   const jobQueueSeconds = (at('startedAt') - at('createdAt')) / 1000
-  return { seconds: r.seconds, cpuS: daemonCpuS + r.cpuS, daemonCpuS, mainCpuS: threads.main, threadCpuS: threads.byName, rssMiB: rss.peakKiB / 1024, rssExact: rss.exact, jobQueueSeconds, jobRunSeconds, job: r.job }
+  return { seconds: r.seconds, cpuS: daemonCpuS + r.cpuS, daemonCpuS, mainCpuS: threads.main, mainSysS: threads.mainSys, threadCpuS: threads.byName, rssMiB: rss.peakKiB / 1024, rssExact: rss.exact, jobQueueSeconds, jobRunSeconds, job: r.job }
 }
 
 // One transfer of `source` by `competitor`; returns the measured figures after verifying it.
@@ -96,11 +96,11 @@ export async function transfer (env, { target, direction, competitor, source, si
       let r
       if (competitor === 'curl') {
         const c = await target.curlDownload(remote, out)
-        r = { seconds: c.ms / 1000, cpuS: c.cpuS, rssMiB: c.rssMiB }
+        r = { seconds: c.ms / 1000, cpuS: c.cpuS, sysS: c.sysS, rssMiB: c.rssMiB }
       } else if (competitor === 'curl-sha256') {
         const c = await target.curlSha256Download(remote, out)
         check(c.sha256 === source.sha256, `curl | tee | sha256sum: ${c.sha256}, expected ${source.sha256}`)
-        r = { seconds: c.ms / 1000, cpuS: c.cpuS, rssMiB: c.rssMiB }
+        r = { seconds: c.ms / 1000, cpuS: c.cpuS, sysS: c.sysS, rssMiB: c.rssMiB }
       } else if (competitor.startsWith('sidecar')) {
         const digest = DIGEST[competitor]
         r = await sidecarFromPhp(env, { target, direction, local: out, remote: `/${remote}`, phpEnv, digest })
@@ -124,11 +124,11 @@ export async function transfer (env, { target, direction, competitor, source, si
     let r
     if (competitor === 'curl') {
       const c = await target.curlUpload(source.path, remote)
-      r = { seconds: c.ms / 1000, cpuS: c.cpuS, rssMiB: c.rssMiB }
+      r = { seconds: c.ms / 1000, cpuS: c.cpuS, sysS: c.sysS, rssMiB: c.rssMiB }
     } else if (competitor === 'curl-sha256') {
       const c = await target.curlSha256Upload(source.path, remote)
       check(c.sha256 === source.sha256, `sha256sum beside curl -T: ${c.sha256}, expected ${source.sha256}`)
-      r = { seconds: c.ms / 1000, cpuS: c.cpuS, rssMiB: c.rssMiB }
+      r = { seconds: c.ms / 1000, cpuS: c.cpuS, sysS: c.sysS, rssMiB: c.rssMiB }
     } else if (competitor.startsWith('sidecar')) {
       const digest = DIGEST[competitor]
       r = await sidecarFromPhp(env, { target, direction, local: source.path, remote: `/${remote}`, digest })
@@ -183,8 +183,8 @@ export async function runThroughput (env, opts, progress) {
               if (r.fsyncSeconds !== undefined) record.mibpsWithFsync = sizeMiB / (r.seconds + r.fsyncSeconds)
               records.push(record)
               progress.step(`${String(sizeMiB).padStart(4)} MiB run ${run}/${runs} ${target.name.padEnd(7)} ${direction.padEnd(8)} ${competitor.padEnd(18)} ` +
-                `${record.mibps.toFixed(0).padStart(5)} MiB/s  ${r.seconds.toFixed(3)} s  cpu ${r.cpuS?.toFixed(2) ?? '—'} s  ` +
-                `rss ${r.rssMiB?.toFixed(1) ?? '—'} MiB${r.mainCpuS !== undefined ? `  main ${r.mainCpuS.toFixed(2)} s` : ''}${r.jobRunSeconds !== undefined ? `  (job ran ${r.jobRunSeconds.toFixed(3)} s)` : ''}${r.fsyncSeconds !== undefined ? `  +fsync ${r.fsyncSeconds.toFixed(2)} s` : ''}  ok (${r.verified})`)
+                `${record.mibps.toFixed(0).padStart(5)} MiB/s  ${r.seconds.toFixed(3)} s  cpu ${r.cpuS?.toFixed(2) ?? '—'} s${r.sysS !== undefined ? ` (sys ${r.sysS.toFixed(2)})` : ''}  ` +
+                `rss ${r.rssMiB?.toFixed(1) ?? '—'} MiB${r.mainCpuS !== undefined ? `  main ${r.mainCpuS.toFixed(2)} s (sys ${r.mainSysS.toFixed(2)})  ${Object.entries(r.threadCpuS).filter(([, v]) => v >= 0.01).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}` : ''}${r.jobRunSeconds !== undefined ? `  (job ran ${r.jobRunSeconds.toFixed(3)} s)` : ''}${r.fsyncSeconds !== undefined ? `  +fsync ${r.fsyncSeconds.toFixed(2)} s` : ''}  ok (${r.verified})`)
             }
           }
         }

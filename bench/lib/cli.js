@@ -10,8 +10,8 @@ export const SECTIONS = ['throughput', 'alloc', 'concurrency', 'reuse', 'handoff
 export const JOURNAL_MODES = ['fsync', 'write']
 // Who moves the bytes, per direction (section 1 and 2 of the issue).
 export const COMPETITORS = {
-  download: ['php-returntransfer', 'php-file', 'curl', 'curl-sha256', 'sidecar', 'sidecar-none'],
-  upload: ['php-infile', 'curl', 'curl-sha256', 'sidecar', 'sidecar-none']
+  download: ['php-returntransfer', 'php-file', 'curl', 'curl-sha256', 'curl-openssl', 'sidecar', 'sidecar-none'],
+  upload: ['php-infile', 'curl', 'curl-sha256', 'curl-openssl', 'sidecar', 'sidecar-none']
 }
 const ALL_COMPETITORS = [...new Set(Object.values(COMPETITORS).flat())]
 export const HANDOFF_VARIANTS = ['acked-unix', 'acked-tcp', 'noack-unix', 'exec-curl', 'direct', 'redis-lpush', 'fdatasync',
@@ -79,13 +79,14 @@ export const PRESETS = {
 }
 
 // --large: issue #19's matrix. Large transfers only, each sidecar against its honest competitor
-// (sha256: curl | tee | sha256sum + sync, sha256sum beside curl -T; digest "none": plain curl),
+// (sha256: curl | tee | sha256sum + sync, sha256sum beside curl -T, and the same with openssl;
+// digest "none": plain curl),
 // 5 paired runs per size, and peak RSS with 1 and 64 transfers at once.
 export const LARGE = {
   sections: ['throughput', 'concurrency'],
   sizes: [10, 100, 500, 1000, 1500],
   runs: 5,
-  competitors: ['curl', 'curl-sha256', 'sidecar', 'sidecar-none'],
+  competitors: ['curl', 'curl-sha256', 'curl-openssl', 'sidecar', 'sidecar-none'],
   concurrency: [1, 64],
   concTargets: ['http', 'webhdfs']
 }

@@ -98,16 +98,16 @@ function throughputSection (summary, charts) {
       if (!rows.length) continue
       const competitors = distinct(rows, 'competitor')
       const others = competitors.filter((c) => c !== 'curl')
-      const withPeer = competitors.filter((c) => rows.some((r) => r.competitor === c && r.peer))
+      const pairs = competitors.flatMap((c) => [...new Set(rows.filter((r) => r.competitor === c).flatMap((r) => Object.keys(r.vsPeers ?? {})))].map((peer) => [c, peer]))
       const sidecars = competitors.filter((c) => c.startsWith('sidecar'))
       const fsyncCols = direction === 'download' && competitors.includes('curl') ? sidecars : []
       const head = ['MiB', ...competitors.map((c) => `${c} MiB/s`), ...others.map((c) => `${c} ÷ curl`),
         ...fsyncCols.map((c) => `${c} ÷ (curl+fsync)`),
-        ...withPeer.map((c) => `**${c} ÷ ${rows.find((r) => r.competitor === c && r.peer).peer}**`)]
+        ...pairs.map(([c, peer]) => `**${c} ÷ ${peer}**`)]
       const body = distinct(rows, 'sizeMiB').map((size) => {
         const at = (c) => rows.find((r) => r.sizeMiB === size && r.competitor === c)
         return [String(size), ...competitors.map((c) => sp(at(c)?.mibps)), ...others.map((c) => f2(at(c)?.vsCurl)),
-          ...fsyncCols.map((c) => f2(at(c)?.vsCurlFsync)), ...withPeer.map((c) => `**${f2(at(c)?.vsPeer)}**`)]
+          ...fsyncCols.map((c) => f2(at(c)?.vsCurlFsync)), ...pairs.map(([c, peer]) => `**${f2(at(c)?.vsPeers?.[peer])}**`)]
       })
       const resHead = ['MiB', ...competitors.map((c) => `${c} peak RSS MiB`), ...competitors.map((c) => `${c} CPU s/GiB`),
         ...sidecars.map((c) => `${c} main thread s/GiB (÷ curl)`)]
@@ -117,7 +117,7 @@ function throughputSection (summary, charts) {
           ...sidecars.map((c) => at(c)?.mainCpuSPerGiB === null || at(c)?.mainCpuSPerGiB === undefined ? '—' : `${f2(at(c).mainCpuSPerGiB)} (${f2(at(c).mainVsCurlCpu)})`)]
       })
       parts.push(`### ${target} ${direction}\n\nThroughput, median (min–max) over runs, and median of per-run ratios to curl` +
-        `${withPeer.length ? ' and (bold) of each sidecar to its competitor' : ''}:\n\n${table(head, body)}\n\n` +
+        `${pairs.length ? ' and (bold) of each sidecar to its competitor' : ''}:\n\n${table(head, body)}\n\n` +
         `Memory and CPU (RSS: highest over runs; CPU: median; a sidecar's CPU is the daemon's and PHP's, its main thread the daemon's main thread):\n\n${table(resHead, resBody)}`)
     }
   }
@@ -313,10 +313,12 @@ function method (params) {
   fdatasync, the temp name and publish round trips (HEAD/MOVE, GETFILESTATUS/RENAME), sha256 of
   every byte, the HDFS checksum (${p.hdfsChecksum ? 'on' : 'off'}), and for downloads an fsync before the rename.
   curl does not fsync: "curl+fsync" adds the time to fsync curl's output afterwards.`],
-    [ran('throughput') && p.competitors.some((c) => c === 'curl-sha256' || c === 'sidecar-none'), `- Issue #19's pairs. \`sidecar\` (digest sha256, the default) against \`curl-sha256\`, curl doing the
+    [ran('throughput') && p.competitors.some((c) => c.startsWith('curl-') || c === 'sidecar-none'), `- Issue #19's pairs. \`sidecar\` (digest sha256, the default) against \`curl-sha256\`, curl doing the
   same work: download \`curl -o - URL | tee FILE | sha256sum; sync FILE\` (WebHDFS: with -L), upload
   \`sha256sum FILE & curl -T FILE URL; wait\` (WebHDFS: after the namenode call), the sha256 checked;
-  its CPU is every process's (/usr/bin/time on the bash that runs them). \`sidecar-none\` (the job's
+  its CPU is every process's (/usr/bin/time on the bash that runs them). \`curl-openssl\` is the
+  same with \`openssl dgst -sha256 -r\` instead of coreutils' \`sha256sum\` (9.1 on Debian 12 does not
+  use the CPU's SHA extensions: ~270 MiB/s against OpenSSL's ~1.5 GiB/s), the stronger competitor. \`sidecar-none\` (the job's
   \`digest: "none"\`: sizes still checked, the HDFS checksum still compared, the download still
   fsync'd) against plain \`curl\`. "main thread": the daemon's main thread's user+sys from
   /proc/PID/task/PID/stat over the job, per GiB, and its ratio to curl's CPU per GiB (plain curl,

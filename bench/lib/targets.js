@@ -5,7 +5,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { startHttpd } from '../../test/harness/httpd.js'
 import { startHdfs } from '../../test/harness/hdfs.js'
-import { CURL_SHA256_DOWNLOAD, CURL_SHA256_UPLOAD, curl, expect2xx, sha256Of, shell, sumSteps } from './curl.js'
+import { curl, hashedDownload, hashedUpload, expect2xx, sha256Of, shell, sumSteps } from './curl.js'
 
 const HDFS_USER = 'bench'
 const HDFS_BASE = '/bench'
@@ -37,14 +37,15 @@ async function startHttpTarget ({ timeFile }) {
       return r
     },
 
-    // curl doing the sidecar's work too (issue #19): returns the sha256 it computed as `sha256`.
-    async curlSha256Upload (file, name, tf = timeFile) {
-      const r = await shell(CURL_SHA256_UPLOAD, [file, url(name)], { timeFile: tf })
+    // curl doing the sidecar's work too (issue #19; `hasher` a key of HASHERS): returns the sha256
+    // it computed as `sha256`.
+    async curlHashedUpload (hasher, file, name, tf = timeFile) {
+      const r = await shell(hashedUpload(hasher), [file, url(name)], { timeFile: tf })
       return { ...r, sha256: sha256Of(r.stdout) }
     },
 
-    async curlSha256Download (name, out, tf = timeFile) {
-      const r = await shell(CURL_SHA256_DOWNLOAD, [url(name), out, ''], { timeFile: tf })
+    async curlHashedDownload (hasher, name, out, tf = timeFile) {
+      const r = await shell(hashedDownload(hasher), [url(name), out, ''], { timeFile: tf })
       return { ...r, sha256: sha256Of(r.stdout) }
     },
 
@@ -97,16 +98,16 @@ async function startWebHdfsTarget ({ timeFile, hdfsChecksum = true }) {
       return r
     },
 
-    async curlSha256Upload (file, name, tf = timeFile) {
+    async curlHashedUpload (hasher, file, name, tf = timeFile) {
       const locate = await curl(['-sS', '-X', 'PUT', url(name, 'CREATE', '&overwrite=true&noredirect=true')], { timeFile: tf })
       const { Location: location } = JSON.parse(locate.stdout)
       if (!location) throw new Error(`CREATE ${name}: no Location in ${locate.stdout}`)
-      const put = await shell(CURL_SHA256_UPLOAD, [file, location], { timeFile: tf })
+      const put = await shell(hashedUpload(hasher), [file, location], { timeFile: tf })
       return { ...sumSteps([locate, put]), sha256: sha256Of(put.stdout) }
     },
 
-    async curlSha256Download (name, out, tf = timeFile) {
-      const r = await shell(CURL_SHA256_DOWNLOAD, [url(name, 'OPEN'), out, '-L'], { timeFile: tf })
+    async curlHashedDownload (hasher, name, out, tf = timeFile) {
+      const r = await shell(hashedDownload(hasher), [url(name, 'OPEN'), out, '-L'], { timeFile: tf })
       return { ...r, sha256: sha256Of(r.stdout) }
     },
 

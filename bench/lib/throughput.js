@@ -6,7 +6,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { competitorsFor, runsFor } from './cli.js'
-import { CPU_FLOOR_S } from './curl.js'
+import { CPU_FLOOR_S, HASHERS } from './curl.js'
 import { ensureFreeSpace, syncDisks } from './env.js'
 import { runPhp } from './php.js'
 import { cpuSeconds, threadCpuDelta, threadCpuSeconds, trackPeakRss } from './procfs.js'
@@ -97,9 +97,9 @@ export async function transfer (env, { target, direction, competitor, source, si
       if (competitor === 'curl') {
         const c = await target.curlDownload(remote, out)
         r = { seconds: c.ms / 1000, cpuS: c.cpuS, sysS: c.sysS, rssMiB: c.rssMiB }
-      } else if (competitor === 'curl-sha256') {
-        const c = await target.curlSha256Download(remote, out)
-        check(c.sha256 === source.sha256, `curl | tee | sha256sum: ${c.sha256}, expected ${source.sha256}`)
+      } else if (HASHERS[competitor]) {
+        const c = await target.curlHashedDownload(competitor, remote, out)
+        check(c.sha256 === source.sha256, `curl | tee | ${HASHERS[competitor]}: ${c.sha256}, expected ${source.sha256}`)
         r = { seconds: c.ms / 1000, cpuS: c.cpuS, sysS: c.sysS, rssMiB: c.rssMiB }
       } else if (competitor.startsWith('sidecar')) {
         const digest = DIGEST[competitor]
@@ -125,9 +125,9 @@ export async function transfer (env, { target, direction, competitor, source, si
     if (competitor === 'curl') {
       const c = await target.curlUpload(source.path, remote)
       r = { seconds: c.ms / 1000, cpuS: c.cpuS, sysS: c.sysS, rssMiB: c.rssMiB }
-    } else if (competitor === 'curl-sha256') {
-      const c = await target.curlSha256Upload(source.path, remote)
-      check(c.sha256 === source.sha256, `sha256sum beside curl -T: ${c.sha256}, expected ${source.sha256}`)
+    } else if (HASHERS[competitor]) {
+      const c = await target.curlHashedUpload(competitor, source.path, remote)
+      check(c.sha256 === source.sha256, `${HASHERS[competitor]} beside curl -T: ${c.sha256}, expected ${source.sha256}`)
       r = { seconds: c.ms / 1000, cpuS: c.cpuS, sysS: c.sysS, rssMiB: c.rssMiB }
     } else if (competitor.startsWith('sidecar')) {
       const digest = DIGEST[competitor]
@@ -197,18 +197,26 @@ export async function runThroughput (env, opts, progress) {
   return { records, daemonIdleRssMiB: env.daemon.idleRssMiB }
 }
 
-// Who each sidecar competitor is measured against (issue #19): the sidecar hashing every byte
-// against curl doing the same work (sha256 beside it, and an fsync after a download), the sidecar
-// with `digest: "none"` against plain curl.
-export const PEER = { sidecar: 'curl-sha256', 'sidecar-none': 'curl' }
+// Who each sidecar competitor is measured against (issue #19), and the ratio it must reach: the
+// sidecar hashing every byte against curl doing the same work (sha256 beside it, and an fsync
+// after a download; with the issue's sha256sum, and with OpenSSL's, the stronger one), the sidecar
+// with `digest: "none"` against plain curl, its ratio also flat across sizes.
+export const PEERS = {
+  sidecar: [{ peer: 'curl-sha256', min: 1.0 }, { peer: 'curl-openssl', min: 1.0 }],
+  'sidecar-none': [{ peer: 'curl', min: 0.95, flat: 0.05 }]
+}
 
 // One row per target, direction, size and competitor; ratios pair each run with curl's, and the
 // sidecar's with its peer's.
 export function summarizeThroughput (records) {
   return summarizeBy(records, 'sizeMiB', (mine, curl, competitor) => {
     const first = mine[0]
-    const peer = PEER[competitor]
-    const peerRuns = peer ? records.filter((r) => r.target === first.target && r.direction === first.direction && r.sizeMiB === first.sizeMiB && r.competitor === peer) : []
+    const runsOf = (c) => records.filter((r) => r.target === first.target && r.direction === first.direction && r.sizeMiB === first.sizeMiB && r.competitor === c)
+    const vsPeers = {}
+    for (const { peer } of PEERS[competitor] ?? []) {
+      const peerRuns = runsOf(peer)
+      if (peerRuns.length) vsPeers[peer] = pairedRatio(mine, peerRuns, 'mibps')
+    }
     const main = median(mine.map((r) => (r.mainCpuS === undefined ? null : r.mainCpuS / (r.bytes / GiB))))
     const curlCpu = median(curl.map((r) => r.cpuSPerGiB))
     return {
@@ -216,8 +224,7 @@ export function summarizeThroughput (records) {
       vsCurl: competitor === 'curl' ? 1 : pairedRatio(mine, curl, 'mibps'),
       // Only the sidecar fsyncs its download: php-curl's times, like curl's, do not include one.
       vsCurlFsync: first.direction === 'download' && competitor.startsWith('sidecar') ? pairedRatio(mine, curl, 'mibps', 'mibpsWithFsync') : null,
-      peer: peerRuns.length ? peer : null,
-      vsPeer: peerRuns.length ? pairedRatio(mine, peerRuns, 'mibps') : null,
+      vsPeers,
       // The daemon's main thread (which moves the bytes), and that over curl's CPU for the same transfer.
       mainCpuSPerGiB: main,
       mainVsCurlCpu: main !== null && curlCpu ? main / curlCpu : null
@@ -225,39 +232,36 @@ export function summarizeThroughput (records) {
   })
 }
 
-// Issue #19's targets, from the sidecar competitors that ran: ≥ 1.0× curl doing the same work
-// (sidecar) and ≥ 0.95× plain curl with its ratio flat across sizes (sidecar-none), at every size;
+// Issue #19's targets, from the competitors that ran: each sidecar against its PEERS at every size;
 // the main thread's CPU per GiB ≤ 1.1× curl's; peak RSS ≤ 80 MiB for one transfer.
 export function throughputTargets (summary) {
   const out = []
-  const goals = [
-    { competitor: 'sidecar', min: 1.0 },
-    { competitor: 'sidecar-none', min: 0.95, flat: 0.05 }
-  ]
-  for (const { competitor, min, flat } of goals) {
+  for (const [competitor, peers] of Object.entries(PEERS)) {
     const mine = summary.filter((r) => r.competitor === competitor)
-    for (const target of distinct(mine, 'target')) {
-      for (const direction of distinct(mine, 'direction')) {
-        const rows = mine.filter((r) => r.target === target && r.direction === direction && r.vsPeer !== null)
-        if (!rows.length) continue
-        const peer = rows[0].peer
-        const below = rows.filter((r) => r.vsPeer < min)
-        out.push({
-          goal: `${target} ${direction}: ${competitor} ≥ ${min.toFixed(2)}× ${peer} at every size`,
-          met: below.length === 0,
-          detail: below.length
-            ? `below at ${below.map((r) => `${r.sizeMiB} MiB (${r.vsPeer.toFixed(2)})`).join(', ')}`
-            : `lowest ${Math.min(...rows.map((r) => r.vsPeer)).toFixed(2)}`
-        })
-        if (flat && rows.length > 1) {
-          const ref = median(rows.map((r) => r.vsPeer))
-          const worst = rows.reduce((w, r) => (Math.abs(r.vsPeer / ref - 1) > Math.abs(w.vsPeer / ref - 1) ? r : w), rows[0])
-          const dev = worst.vsPeer / ref - 1
+    for (const { peer, min, flat } of peers) {
+      for (const target of distinct(mine, 'target')) {
+        for (const direction of distinct(mine, 'direction')) {
+          const rows = mine.filter((r) => r.target === target && r.direction === direction && r.vsPeers[peer] !== undefined && r.vsPeers[peer] !== null)
+            .map((r) => ({ sizeMiB: r.sizeMiB, ratio: r.vsPeers[peer] }))
+          if (!rows.length) continue
+          const below = rows.filter((r) => r.ratio < min)
           out.push({
-            goal: `${target} ${direction}: ${competitor} ÷ ${peer} flat across sizes (±${flat * 100} % of its median over sizes, ${ref.toFixed(2)})`,
-            met: Math.abs(dev) <= flat,
-            detail: `furthest: ${worst.sizeMiB} MiB at ${worst.vsPeer.toFixed(2)} (${(dev * 100).toFixed(0)} %)`
+            goal: `${target} ${direction}: ${competitor} ≥ ${min.toFixed(2)}× ${peer} at every size`,
+            met: below.length === 0,
+            detail: below.length
+              ? `below at ${below.map((r) => `${r.sizeMiB} MiB (${r.ratio.toFixed(2)})`).join(', ')}`
+              : `lowest ${Math.min(...rows.map((r) => r.ratio)).toFixed(2)}`
           })
+          if (flat && rows.length > 1) {
+            const ref = median(rows.map((r) => r.ratio))
+            const worst = rows.reduce((w, r) => (Math.abs(r.ratio / ref - 1) > Math.abs(w.ratio / ref - 1) ? r : w), rows[0])
+            const dev = worst.ratio / ref - 1
+            out.push({
+              goal: `${target} ${direction}: ${competitor} ÷ ${peer} flat across sizes (±${flat * 100} % of its median over sizes, ${ref.toFixed(2)})`,
+              met: Math.abs(dev) <= flat,
+              detail: `furthest: ${worst.sizeMiB} MiB at ${worst.ratio.toFixed(2)} (${(dev * 100).toFixed(0)} %)`
+            })
+          }
         }
       }
     }

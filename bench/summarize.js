@@ -26,14 +26,16 @@ const threads = (rs) => {
   return names.map((n) => [n, median(rs.map((r) => (r.threadCpuS?.[n] ?? 0) / (r.bytes / GiB)))])
     .filter(([, v]) => v >= 0.02).map(([n, v]) => `${n.replace('libuv-worker', 'libuv').replace('WorkerThread', 'hashing')} ${v.toFixed(2)}`).join(', ')
 }
-for (const row of summary.filter((r) => r.competitor === 'sidecar')) {
-  const at = (c) => summary.find((r) => r.target === row.target && r.direction === row.direction && r.sizeMiB === row.sizeMiB && r.competitor === c)
-  const recs = (c) => records.filter((r) => r.target === row.target && r.direction === row.direction && r.sizeMiB === row.sizeMiB && r.competitor === c)
-  const none = at('sidecar-none')
-  console.log(`| ${[row.target, row.direction, row.sizeMiB, ...pairs.map(([c, p]) => f2(at(c)?.vsPeers[p])),
-    row.direction === 'download' ? f2(none?.vsCurlFsync) : '—', f2(at('curl')?.cpuSPerGiB), f2(row.mainCpuSPerGiB), f2(none?.mainCpuSPerGiB),
+const points = summary.filter((r) => r.competitor.startsWith('sidecar'))
+  .filter((r, i, all) => all.findIndex((o) => o.target === r.target && o.direction === r.direction && o.sizeMiB === r.sizeMiB) === i)
+for (const point of points) {
+  const at = (c) => summary.find((r) => r.target === point.target && r.direction === point.direction && r.sizeMiB === point.sizeMiB && r.competitor === c)
+  const recs = (c) => records.filter((r) => r.target === point.target && r.direction === point.direction && r.sizeMiB === point.sizeMiB && r.competitor === c)
+  const [side, none] = [at('sidecar'), at('sidecar-none')]
+  console.log(`| ${[point.target, point.direction, point.sizeMiB, ...pairs.map(([c, p]) => f2(at(c)?.vsPeers[p])),
+    point.direction === 'download' ? f2(none?.vsCurlFsync) : '—', f2(at('curl')?.cpuSPerGiB), f2(side?.mainCpuSPerGiB), f2(none?.mainCpuSPerGiB),
     `${threads(recs('sidecar'))}; ${threads(recs('sidecar-none'))}`,
-    `${row.rssMiB?.toFixed(1)}; ${none?.rssMiB?.toFixed(1) ?? '—'}`].join(' | ')} |`)
+    `${side?.rssMiB?.toFixed(1) ?? '—'}; ${none?.rssMiB?.toFixed(1) ?? '—'}`].join(' | ')} |`)
 }
 console.log('')
 for (const g of throughputTargets(summary)) console.log(`${g.met === null ? '  —   ' : g.met ? '  met ' : 'MISSED'}  ${g.goal}: ${g.detail}`)

@@ -26,21 +26,24 @@ export function runCommand (cmd, args) {
   })
 }
 
-// One curl invocation. `timeFile` receives /usr/bin/time's report ("user sys maxrssKiB").
-// Returns { ms, stdout, cpuS, rssMiB }; throws when curl fails.
-export async function curl (args, { timeFile }) {
+// Runs `program` under /usr/bin/time (its report, "user sys maxrssKiB", goes to `timeFile`) and
+// times it from spawn to exit. Returns { ms, stdout, cpuS, sysS, rssMiB }; throws when it fails.
+async function timed (program, args, timeFile, what) {
   const [cmd, fullArgs] = HAS_TIME
-    ? [TIME_BIN, ['-o', timeFile, '-f', '%U %S %M', 'curl', ...args]]
-    : ['curl', args]
+    ? [TIME_BIN, ['-o', timeFile, '-f', '%U %S %M', program, ...args]]
+    : [program, args]
   const t0 = performance.now()
   const res = await runCommand(cmd, fullArgs)
   const ms = performance.now() - t0
   if (res.code !== 0) {
-    throw new Error(`curl ${args.join(' ')} failed (${res.signal ?? `exit ${res.code}`}): ${res.stderr.trim()}`)
+    throw new Error(`${what} failed (${res.signal ?? `exit ${res.code}`}): ${res.stderr.trim()}`)
   }
   const usage = HAS_TIME ? await readTimeFile(timeFile) : { cpuS: null, rssMiB: null }
   return { ms, stdout: res.stdout, ...usage }
 }
+
+// One curl invocation.
+export const curl = (args, { timeFile }) => timed('curl', args, timeFile, `curl ${args.join(' ')}`)
 
 async function readTimeFile (file) {
   const lines = (await fs.readFile(file, 'utf8')).trim().split('\n')
@@ -50,17 +53,9 @@ async function readTimeFile (file) {
 
 // A bash pipeline around curl (issue #19's "curl doing the same work": sha256 with tee, an fsync),
 // timed like curl; /usr/bin/time reports the CPU of every process of it and the largest RSS.
-// `script` gets `args` as $1, $2, …; it must fail (set -o pipefail) when any part fails.
-export async function shell (script, args, { timeFile }) {
-  const bashArgs = ['-c', `set -euo pipefail; ${script}`, 'bench', ...args]
-  const [cmd, fullArgs] = HAS_TIME ? [TIME_BIN, ['-o', timeFile, '-f', '%U %S %M', 'bash', ...bashArgs]] : ['bash', bashArgs]
-  const t0 = performance.now()
-  const res = await runCommand(cmd, fullArgs)
-  const ms = performance.now() - t0
-  if (res.code !== 0) throw new Error(`bash -c '${script}' ${args.join(' ')} failed (${res.signal ?? `exit ${res.code}`}): ${res.stderr.trim()}`)
-  const usage = HAS_TIME ? await readTimeFile(timeFile) : { cpuS: null, rssMiB: null }
-  return { ms, stdout: res.stdout, ...usage }
-}
+// `script` gets `args` as $1, $2, …; set -o pipefail makes it fail when any part fails.
+export const shell = (script, args, { timeFile }) =>
+  timed('bash', ['-c', `set -euo pipefail; ${script}`, 'bench', ...args], timeFile, `bash -c '${script}' ${args.join(' ')}`)
 
 // The sha256 a `sha256sum` line starts with.
 export const sha256Of = (stdout) => stdout.trim().split(/\s+/)[0]

@@ -26,14 +26,17 @@ export function statusKiB (pid, field) {
   return m ? Number(m[1]) : null
 }
 
-// User + system CPU seconds the process has used so far.
-export function cpuSeconds (pid) {
-  const text = readFileSync(`/proc/${pid}/stat`, 'latin1')
+// User and system CPU seconds of a /proc/…/stat line.
+function statCpu (text) {
   // Fields after the command name, which is in parentheses and may contain spaces.
   const fields = text.slice(text.lastIndexOf(')') + 2).split(' ')
-  const utime = Number(fields[11])
-  const stime = Number(fields[12])
-  return (utime + stime) / ticksPerSecond()
+  return { user: Number(fields[11]) / ticksPerSecond(), sys: Number(fields[12]) / ticksPerSecond() }
+}
+
+// User + system CPU seconds the process has used so far.
+export function cpuSeconds (pid) {
+  const { user, sys } = statCpu(readFileSync(`/proc/${pid}/stat`, 'latin1'))
+  return user + sys
 }
 
 // Samples VmRSS every `intervalMs` until stop(); stop() returns the peak in KiB and the count.
@@ -124,12 +127,11 @@ export function threadCpuSeconds (pid) {
     } catch {
       continue
     }
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    const s = (Number(fields[11]) + Number(fields[12])) / ticksPerSecond()
+    const { user, sys } = statCpu(stat)
     if (Number(tid) === pid) {
-      main = s
-      mainSys = Number(fields[12]) / ticksPerSecond()
-    } else byName[comm] = (byName[comm] ?? 0) + s
+      main = user + sys
+      mainSys = sys
+    } else byName[comm] = (byName[comm] ?? 0) + user + sys
   }
   return { main, mainSys, byName }
 }

@@ -73,6 +73,14 @@ async function startWebHdfsTarget ({ timeFile, hdfsChecksum = true }) {
   }
   const [nn] = hdfs.namenodes
   const url = (name, op, extra = '') => `${nn}/webhdfs/v1${HDFS_BASE}/${name}?op=${op}&user.name=${HDFS_USER}${extra}`
+  // Step 1 of a CREATE asks the namenode where to write; noredirect=true answers JSON instead of a
+  // 307. Returns the timed curl call and the datanode's URL.
+  const locateCreate = async (name, tf) => {
+    const locate = await curl(['-sS', '-X', 'PUT', url(name, 'CREATE', '&overwrite=true&noredirect=true')], { timeFile: tf })
+    const { Location: location } = JSON.parse(locate.stdout)
+    if (!location) throw new Error(`CREATE ${name}: no Location in ${locate.stdout}`)
+    return { locate, location }
+  }
   return {
     name: 'webhdfs',
     sidecarName: 'hdfs',
@@ -83,10 +91,7 @@ async function startWebHdfsTarget ({ timeFile, hdfsChecksum = true }) {
     localPath: () => null,
 
     async curlUpload (file, name, tf = timeFile) {
-      // Step 1 asks the namenode where to write; noredirect=true answers JSON instead of a 307.
-      const locate = await curl(['-sS', '-X', 'PUT', url(name, 'CREATE', '&overwrite=true&noredirect=true')], { timeFile: tf })
-      const { Location: location } = JSON.parse(locate.stdout)
-      if (!location) throw new Error(`CREATE ${name}: no Location in ${locate.stdout}`)
+      const { locate, location } = await locateCreate(name, tf)
       const put = await curl(['-sS', '-T', file, '-o', '/dev/null', '-w', '%{http_code}', location], { timeFile: tf })
       expect2xx(put.stdout, `curl PUT datanode ${name}`)
       return sumSteps([locate, put])
@@ -99,9 +104,7 @@ async function startWebHdfsTarget ({ timeFile, hdfsChecksum = true }) {
     },
 
     async curlHashedUpload (hasher, file, name, tf = timeFile) {
-      const locate = await curl(['-sS', '-X', 'PUT', url(name, 'CREATE', '&overwrite=true&noredirect=true')], { timeFile: tf })
-      const { Location: location } = JSON.parse(locate.stdout)
-      if (!location) throw new Error(`CREATE ${name}: no Location in ${locate.stdout}`)
+      const { locate, location } = await locateCreate(name, tf)
       const put = await shell(hashedUpload(hasher), [file, location], { timeFile: tf })
       return { ...sumSteps([locate, put]), sha256: sha256Of(put.stdout) }
     },

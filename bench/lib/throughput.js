@@ -20,6 +20,9 @@ const EST_OVERHEAD_S = 0.6 // php start, sync, sha256 of the copy, round trips
 // The sidecar competitors and the job's `digest` option each runs with (undefined: the target's default, sha256).
 const DIGEST = { sidecar: undefined, 'sidecar-none': 'none' }
 
+// The figures of a curl CLI or bash pipeline run (curl.js).
+const cliFigures = (c) => ({ seconds: c.ms / 1000, cpuS: c.cpuS, sysS: c.sysS, rssMiB: c.rssMiB })
+
 export const seedName = (sizeMiB) => `seed-${sizeMiB}.bin`
 const uploadName = (competitor, sizeMiB) => `up-${competitor}-${sizeMiB}.bin`
 
@@ -96,11 +99,11 @@ export async function transfer (env, { target, direction, competitor, source, si
       let r
       if (competitor === 'curl') {
         const c = await target.curlDownload(remote, out)
-        r = { seconds: c.ms / 1000, cpuS: c.cpuS, sysS: c.sysS, rssMiB: c.rssMiB }
+        r = cliFigures(c)
       } else if (HASHERS[competitor]) {
         const c = await target.curlHashedDownload(competitor, remote, out)
         check(c.sha256 === source.sha256, `curl | tee | ${HASHERS[competitor]}: ${c.sha256}, expected ${source.sha256}`)
-        r = { seconds: c.ms / 1000, cpuS: c.cpuS, sysS: c.sysS, rssMiB: c.rssMiB }
+        r = cliFigures(c)
       } else if (competitor.startsWith('sidecar')) {
         const digest = DIGEST[competitor]
         r = await sidecarFromPhp(env, { target, direction, local: out, remote: `/${remote}`, phpEnv, digest })
@@ -124,11 +127,11 @@ export async function transfer (env, { target, direction, competitor, source, si
     let r
     if (competitor === 'curl') {
       const c = await target.curlUpload(source.path, remote)
-      r = { seconds: c.ms / 1000, cpuS: c.cpuS, sysS: c.sysS, rssMiB: c.rssMiB }
+      r = cliFigures(c)
     } else if (HASHERS[competitor]) {
       const c = await target.curlHashedUpload(competitor, source.path, remote)
       check(c.sha256 === source.sha256, `${HASHERS[competitor]} beside curl -T: ${c.sha256}, expected ${source.sha256}`)
-      r = { seconds: c.ms / 1000, cpuS: c.cpuS, sysS: c.sysS, rssMiB: c.rssMiB }
+      r = cliFigures(c)
     } else if (competitor.startsWith('sidecar')) {
       const digest = DIGEST[competitor]
       r = await sidecarFromPhp(env, { target, direction, local: source.path, remote: `/${remote}`, digest })

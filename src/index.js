@@ -6,6 +6,7 @@ import { createBackend } from './backends/index.js'
 import { Scheduler } from './scheduler.js'
 import { createMetrics } from './metrics.js'
 import { createApp } from './http/app.js'
+import { lineProtocol } from './http/lines.js'
 import { listenAll, closeAll } from './listeners.js'
 import { createSpool } from './spool.js'
 import { createCallbackSender } from './callbacks.js'
@@ -14,9 +15,9 @@ import { lockStateDir } from './lock.js'
 export { loadConfig, validateConfig, ConfigError } from './config.js'
 export { StateDirLockedError } from './lock.js'
 
-// `holdJobs()`, asked once the daemon listens: true leaves every job queued (a stop was asked for
+// `lineTimeouts` ({ idleMs, lineMs }, http/lines.js) are shorter in tests. `holdJobs()`, asked once the daemon listens: true leaves every job queued (a stop was asked for
 // during the start, bin/transfer-sidecar.js), so that no recovered job spends an attempt on it.
-export async function startSidecar (config, { logger = createLogger({ level: config.logLevel }), clock, holdJobs = () => false } = {}) {
+export async function startSidecar (config, { logger = createLogger({ level: config.logLevel }), clock, holdJobs = () => false, lineTimeouts } = {}) {
   let scheduler = null
   const metrics = createMetrics({ scheduler: () => scheduler, backends: Object.values(config.targets).map((t) => t.type) })
   const backends = Object.fromEntries(Object.values(config.targets).map((t) => [t.name, createBackend(t, { logger, metrics })]))
@@ -32,7 +33,7 @@ export async function startSidecar (config, { logger = createLogger({ level: con
     spool = createSpool({ config, scheduler, logger, metrics })
     await spool.start()
     const app = createApp({ config, scheduler, backends, metrics, logger })
-    servers = await listenAll(app, config)
+    servers = await listenAll({ app, lines: lineProtocol({ config, scheduler, logger, timeouts: lineTimeouts }) }, config)
   } catch (err) {
     // A start that fails half-way (a port in use, say) leaves every unfinished job queued on disk.
     await spool?.stop().catch(() => {})

@@ -1,10 +1,11 @@
-// HTTP listeners on loopback TCP and unix sockets, each serving the same express app.
+// Listeners on loopback TCP and unix sockets, each serving the same express app and line protocol.
 import http from 'node:http'
 import net from 'node:net'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { InvalidRequestError } from './errors.js'
 import { sendError } from './http/respond.js'
+import { isLineProtocol } from './http/lines.js'
 
 const SERVER_OPTIONS = {
   keepAliveTimeout: 5000,
@@ -70,11 +71,33 @@ async function clearStaleSocket (file) {
   await fs.unlink(file)
 }
 
-export async function listenAll (app, config) {
+// Each connection is HTTP or the line protocol (http/lines.js), told apart by its first byte.
+// Until that byte, node's HTTP server has not seen the connection, so its timeouts do not apply yet.
+function sniffProtocol (server, lines) {
+  const [serveHttp] = server.listeners('connection') // node's own, added by http.createServer
+  server.removeListener('connection', serveHttp)
+  server.on('connection', (socket) => {
+    const silent = () => socket.destroy() // no byte in time, or a reset before the first one
+    socket.setTimeout(SERVER_OPTIONS.headersTimeout, silent)
+    socket.once('error', silent)
+    socket.once('data', (first) => {
+      socket.setTimeout(0, silent)
+      socket.off('error', silent)
+      if (isLineProtocol(first)) return lines.serve(socket, first)
+      socket.pause()
+      socket.unshift(first)
+      serveHttp.call(server, socket)
+      socket.resume()
+    })
+  })
+}
+
+export async function listenAll ({ app, lines }, config) {
   const servers = []
   try {
     for (const l of config.listen) {
       const server = http.createServer(SERVER_OPTIONS, app)
+      sniffProtocol(server, lines)
       server.on('clientError', answerClientError)
       server.on('checkExpectation', answerExpectation)
       server.on('connect', refuseConnect) // 'upgrade' needs nothing: without a listener it is a plain request
@@ -82,10 +105,10 @@ export async function listenAll (app, config) {
         await fs.mkdir(path.dirname(l.path), { recursive: true, mode: 0o755 })
         await clearStaleSocket(l.path)
         await listenPrivately(server, l.path, config)
-        servers.push({ server, listen: l, address: l.path })
+        servers.push({ server, lines, listen: l, address: l.path })
       } else {
         await listen(server, l.port, l.host)
-        servers.push({ server, listen: l, address: server.address() })
+        servers.push({ server, lines, listen: l, address: server.address() })
       }
     }
   } catch (err) {
@@ -138,13 +161,17 @@ function listen (server, ...args) {
 
 // Stops accepting at once; idle keep-alive connections are closed, busy ones get `graceMs`.
 export async function closeAll (servers, graceMs) {
-  await Promise.all(servers.map(({ server, listen: l }) => new Promise((resolve) => {
-    const timer = setTimeout(() => server.closeAllConnections(), graceMs)
+  await Promise.all(servers.map(({ server, lines, listen: l }) => new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      server.closeAllConnections()
+      lines.destroyAll()
+    }, graceMs)
     server.close(() => {
       clearTimeout(timer)
       if (l.type === 'unix') fs.unlink(l.path).catch(() => {}).finally(resolve)
       else resolve()
     })
     server.closeIdleConnections()
+    lines.closeIdle()
   })))
 }

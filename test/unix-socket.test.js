@@ -14,6 +14,7 @@ import { tempDir, waitFor } from './helpers/sidecar.js'
 import { startSidecar, validateConfig } from '../src/index.js'
 import { createLogger } from '../src/logger.js'
 import { listenAll, closeAll } from '../src/listeners.js'
+import { lineProtocol } from '../src/http/lines.js'
 
 const BIN = new URL('../bin/transfer-sidecar.js', import.meta.url).pathname
 
@@ -107,7 +108,7 @@ describe('binding the unix socket', () => {
     try {
       const loops = [loop(), loop(), loop(), loop()]
       for (let i = 0; i < 200 && !wrong.length; i++) {
-        const servers = await listenAll((req, res) => res.end(), config)
+        const servers = await listenAll({ app: (req, res) => res.end(), lines: lineProtocol({ config, scheduler: null, logger: null }) }, config)
         expect((await fs.stat(config.listen[0].path)).mode & 0o777).toBe(0o660)
         await closeAll(servers, 0)
       }

@@ -28,10 +28,12 @@ use TransferSidecar\Http\Wire;
  */
 final class Client
 {
-    private const OPTIONS = ['socket', 'host', 'port', 'token', 'connect_timeout', 'read_timeout', 'spool'];
+    private const OPTIONS = ['socket', 'host', 'port', 'token', 'connect_timeout', 'read_timeout', 'spool', 'protocol'];
     private const JOB_OPTIONS = ['id', 'overwrite', 'sha256', 'digest', 'callback'];
     /** The daemon refuses longer request bodies (413 PAYLOAD_TOO_LARGE). */
     private const MAX_BODY_BYTES = 65536;
+    /** The daemon closes a line-protocol connection idle this long (src/http/lines.js). */
+    private const LINE_IDLE_SECONDS = 5;
 
     private string $address;
     private string $transport;
@@ -41,13 +43,20 @@ final class Client
     /** Host, User-Agent and Authorization lines, ready to send. */
     private array $baseHeaders;
     private ?Connection $connection = null;
+    private string $protocol;
+    /** Line protocol: the first line of a connection when the daemon has a token. */
+    private string $tokenLine = '';
+    private ?Connection $lineConnection = null;
     private ?float $lastHandoffSeconds = null;
     private bool $lastHandoffAcked = true;
 
     /**
      * @param array{socket?: string, host?: string, port?: int, token?: ?string, connect_timeout?: float,
-     *              read_timeout?: float, spool?: ?string} $options
+     *              read_timeout?: float, spool?: ?string, protocol?: 'lines'|'http'} $options
      *   socket: unix socket path; or host + port (default 127.0.0.1:8765)
+     *   protocol: how upload()/download()/send() hand a job off: "lines" (default), one JSON line each
+     *     way on a kept connection, or "http", POST /v1/jobs; the same answers, errors and
+     *     durability, the line protocol skips the daemon's HTTP server (see the README)
      *   token: sent as "Authorization: Bearer <token>" when the daemon has one
      *   connect_timeout (1.0 s), read_timeout (5.0 s: longest silence while waiting for an answer)
      *   spool: directory for the fallback when the daemon cannot take a job (see Spool)
@@ -102,7 +111,13 @@ final class Client
         $this->baseHeaders = ['Host' => 'localhost', 'User-Agent' => 'transfer-sidecar-php/0.1'];
         if ($token !== null) {
             $this->baseHeaders['Authorization'] = 'Bearer ' . $token;
+            $this->tokenLine = json_encode(['token' => $token], JSON_THROW_ON_ERROR) . "\n";
         }
+        $protocol = $options['protocol'] ?? 'lines';
+        if ($protocol !== 'lines' && $protocol !== 'http') {
+            throw new InvalidArgumentException('protocol: must be "lines" or "http"');
+        }
+        $this->protocol = $protocol;
     }
 
     /**
@@ -308,10 +323,10 @@ final class Client
         return $copied;
     }
 
-    /** Closes the kept-alive connection (it is also closed when the object goes away). */
+    /** Closes the kept-alive connections (they are also closed when the object goes away). */
     public function close(): void
     {
-        $this->drop();
+        $this->dropAll();
     }
 
     /**
@@ -379,13 +394,21 @@ final class Client
                 $this->fireAndForget($body);
                 return $this->handedOff($id, $started);
             }
-            $response = $this->exchange('POST', '/v1/jobs', $body, $this->readTimeout);
-            // The daemon answers {"id","state"} of this job: any other 200 (a proxy's page,
-            // another service on the port) is not a hand-off, and goes to the spool.
-            if (($response->status === 202 || $response->status === 200) && ($response->json()['id'] ?? null) === $id) {
-                return $this->handedOff($id, $started);
+            if ($this->protocol === 'lines') {
+                $answer = $this->lineExchange($body);
+                if (($answer['status'] === 202 || $answer['status'] === 200) && ($answer['id'] ?? null) === $id) {
+                    return $this->handedOff($id, $started);
+                }
+                $reason = $this->lineFailure($answer, $id);
+            } else {
+                $response = $this->exchange('POST', '/v1/jobs', $body, $this->readTimeout);
+                // The daemon answers {"id","state"} of this job: any other 200 (a proxy's page,
+                // another service on the port) is not a hand-off, and goes to the spool.
+                if (($response->status === 202 || $response->status === 200) && ($response->json()['id'] ?? null) === $id) {
+                    return $this->handedOff($id, $started);
+                }
+                $reason = $this->failure($response, $id);
             }
-            $reason = $this->failure($response, $id);
             if ($reason instanceof RequestException) {
                 throw $reason; // invalid as sent: spooling would not help
             }
@@ -414,7 +437,9 @@ final class Client
     {
         $connection = Connection::open($this->address, $this->connectTimeout);
         try {
-            $connection->write(Wire::request('POST', '/v1/jobs', $this->headers(true, ['Connection' => 'close']), $body));
+            $connection->write($this->protocol === 'lines'
+                ? $this->tokenLine . $body . "\n"
+                : Wire::request('POST', '/v1/jobs', $this->headers(true, ['Connection' => 'close']), $body));
         } finally {
             $connection->close();
         }
@@ -438,21 +463,108 @@ final class Client
     private function failure(Response $response, ?string $id): SidecarException
     {
         $error = $response->error();
-        if ($response->status === 404 && $id !== null && $error['code'] === 'JOB_NOT_FOUND') {
-            return new JobNotFoundException(404, $error['code'], $error['message'], $id);
+        $retryAfter = $response->header('retry-after');
+        return self::failureOf($response->status, $error['code'], $error['message'], $retryAfter !== null && ctype_digit($retryAfter) ? (int) $retryAfter : null, $id);
+    }
+
+    /** @param array{status: int, error?: array{code?: mixed, message?: mixed}, retryAfter?: mixed} $answer */
+    private function lineFailure(array $answer, string $id): SidecarException
+    {
+        $code = $answer['error']['code'] ?? null;
+        $message = $answer['error']['message'] ?? null;
+        $retryAfter = $answer['retryAfter'] ?? null;
+        return self::failureOf(
+            $answer['status'],
+            is_string($code) ? $code : 'LINE_' . $answer['status'],
+            is_string($message) ? $message : '',
+            is_int($retryAfter) && $retryAfter >= 0 ? $retryAfter : null,
+            $id
+        );
+    }
+
+    private static function failureOf(int $status, string $code, string $message, ?int $retryAfter, ?string $id): SidecarException
+    {
+        if ($status === 404 && $id !== null && $code === 'JOB_NOT_FOUND') {
+            return new JobNotFoundException(404, $code, $message, $id);
         }
         // A 4xx with the daemon's {"error":{"code":…}} refused the request as sent; a 4xx without
         // it came from something else on the way (HTTP_<status>), like an unexpected 201 or 302.
-        if ($response->status >= 400 && $response->status < 500 && $response->status !== 429 && !str_starts_with($error['code'], 'HTTP_')) {
-            return new RequestException($response->status, $error['code'], $error['message'], $id);
+        if ($status >= 400 && $status < 500 && $status !== 429 && !str_starts_with($code, 'HTTP_') && !str_starts_with($code, 'LINE_')) {
+            return new RequestException($status, $code, $message, $id);
         }
-        $retryAfter = $response->header('retry-after');
-        return new UnavailableException(
-            sprintf('the daemon answered HTTP %d %s: %s', $response->status, $error['code'], $error['message']),
-            $response->status,
-            $error['code'],
-            $retryAfter !== null && ctype_digit($retryAfter) ? (int) $retryAfter : null
-        );
+        return new UnavailableException(sprintf('the daemon answered HTTP %d %s: %s', $status, $code, $message), $status, $code, $retryAfter);
+    }
+
+    /**
+     * One job line and its answer line on the kept line-protocol connection (with the token line
+     * first on a new one). A reused connection found dead before any answer byte is replaced once.
+     *
+     * @return array{status: int, id?: mixed, state?: mixed, error?: mixed, retryAfter?: mixed}
+     */
+    private function lineExchange(string $body): array
+    {
+        for ($attempt = 1; ; $attempt++) {
+            if ($this->lineConnection !== null && $this->lineConnection->isIdleExpired()) {
+                $this->dropLines();
+            }
+            $connection = $this->lineConnection ??= Connection::open($this->address, $this->connectTimeout);
+            $retryable = $attempt === 1 && $connection->isReused();
+            $tokenLine = $connection->isReused() ? '' : $this->tokenLine;
+            try {
+                $connection->write($tokenLine . $body . "\n");
+            } catch (ConnectionException $e) {
+                $this->dropLines();
+                if ($retryable) {
+                    continue;
+                }
+                throw $e;
+            }
+            try {
+                $connection->setReadTimeout($this->readTimeout);
+                $answer = self::answerLine($connection->readLine());
+                if ($tokenLine !== '' && $answer !== null && $answer['status'] === 200 && !isset($answer['id'])) {
+                    $answer = self::answerLine($connection->readLine()); // the token was taken: the job's answer follows
+                }
+            } catch (\Throwable $e) {
+                $this->dropLines();
+                throw $e;
+            }
+            if ($answer === null) {
+                $this->dropLines();
+                if ($retryable) {
+                    continue;
+                }
+                throw new ConnectionException('the daemon closed the connection without answering the job');
+            }
+            if ($answer['status'] === 401) {
+                $this->dropLines(); // the daemon closes it
+            } else {
+                $connection->answeredLine(self::LINE_IDLE_SECONDS);
+            }
+            return $answer;
+        }
+    }
+
+    /**
+     * @return array{status: int}|null null: no line
+     * @throws ConnectionException a line that is not the line protocol's answer (not the daemon?)
+     */
+    private static function answerLine(?string $line): ?array
+    {
+        if ($line === null) {
+            return null;
+        }
+        $answer = json_decode($line, true);
+        if (!is_array($answer) || !is_int($answer['status'] ?? null)) {
+            throw new ConnectionException(sprintf('the daemon answered a line that is not a line-protocol answer: %s', json_encode(substr($line, 0, 100))));
+        }
+        return $answer;
+    }
+
+    private function dropLines(): void
+    {
+        $this->lineConnection?->close();
+        $this->lineConnection = null;
     }
 
     /** One request and its complete answer on the kept-alive connection. */
@@ -523,6 +635,13 @@ final class Client
     {
         $this->connection?->close();
         $this->connection = null;
+    }
+
+    /** Both kept connections. */
+    private function dropAll(): void
+    {
+        $this->drop();
+        $this->dropLines();
     }
 
     /**

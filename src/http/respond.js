@@ -29,6 +29,11 @@ export function asSidecarError (err) {
   return new InternalError('internal error')
 }
 
+// Seconds a caller should wait before it submits again, or null: the answer is final.
+export function retryAfterSeconds (error) {
+  return RETRY_LATER.has(error.code) || error.statusCode === 503 ? 1 : null
+}
+
 export function sendJson (res, status, body, headers = {}) {
   const text = JSON.stringify(body)
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), ...headers })
@@ -39,7 +44,7 @@ export function sendError (res, err, logger) {
   const error = asSidecarError(err)
   if (error.statusCode >= 500) logger.error({ err }, 'request failed')
   if (res.headersSent) return res.destroy() // mid-body: the client must see a truncated answer
-  const headers = RETRY_LATER.has(error.code) || error.statusCode === 503 ? { 'retry-after': '1' } : {}
+  const headers = retryAfterSeconds(error) ? { 'retry-after': String(retryAfterSeconds(error)) } : {}
   if (error.code === 'UNAUTHORIZED') headers['www-authenticate'] = 'Bearer realm="transfer-sidecar"'
   sendJson(res, error.statusCode, { error: { code: error.code, message: error.message } }, headers)
 }

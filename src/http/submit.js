@@ -23,7 +23,7 @@ function pathOf (url) {
 
 // Invalid UTF-8 is refused, not turned into U+FFFD: a name made of replacement characters would
 // be a file nobody asked for.
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
+export const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 function readBody (req) {
   return new Promise((resolve, reject) => {
@@ -55,13 +55,13 @@ function readBody (req) {
 }
 
 // Like express.json({ strict: true }): only an object or array at the top level is JSON here.
-function parseJson (text) {
+export function parseJson (text, what = 'the body') {
   const first = text.trimStart()[0]
-  if (first !== '{' && first !== '[') throw new InvalidJsonError('the body is not valid JSON')
+  if (first !== '{' && first !== '[') throw new InvalidJsonError(`${what} is not valid JSON`)
   try {
     return JSON.parse(text)
   } catch (err) {
-    throw new InvalidJsonError(`the body is not valid JSON${whereIn(text, err)}`)
+    throw new InvalidJsonError(`${what} is not valid JSON${whereIn(text, err)}`)
   }
 }
 

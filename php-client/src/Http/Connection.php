@@ -8,7 +8,7 @@ use TransferSidecar\Exception\ConnectionException;
 
 /**
  * One keep-alive connection to the daemon (unix socket or TCP), as a blocking PHP stream with a
- * read timeout. Knows how many answers it carried (so the client can tell a fresh connection
+ * read timeout, speaking HTTP or the line protocol. Knows how many answers it carried (so the client can tell a fresh connection
  * from a reused one) and until when the server keeps it open while idle.
  *
  * @internal
@@ -98,6 +98,34 @@ final class Connection
     public function copyBody(Response $response, string $method, callable $sink): int
     {
         return Wire::copyBody($this->stream(), $response, $method, $sink);
+    }
+
+    /**
+     * One answer line of the line protocol, without its newline; null: closed before its first byte.
+     *
+     * @throws ConnectionException on a read timeout, or a line cut short
+     */
+    public function readLine(): ?string
+    {
+        $stream = $this->stream();
+        $line = @fgets($stream, 70000);
+        if ($line === false || !str_ends_with($line, "\n")) {
+            if (stream_get_meta_data($stream)['timed_out'] ?? false) {
+                throw new ConnectionException('read timed out waiting for the daemon');
+            }
+            if ($line === false || $line === '') {
+                return null;
+            }
+            throw new ConnectionException('the daemon\'s answer line broke off');
+        }
+        return substr($line, 0, -1);
+    }
+
+    /** Records a complete line-protocol exchange; the daemon closes an idle one after $idleSeconds. */
+    public function answeredLine(int $idleSeconds): void
+    {
+        $this->answered++;
+        $this->idleUntilNs = hrtime(true) + max(0, $idleSeconds - 1) * 1_000_000_000;
     }
 
     /** Records a complete exchange; returns whether the connection can carry another one. */

@@ -2,7 +2,8 @@
 
 declare(strict_types=1);
 
-// A scripted HTTP server on a unix socket, for the client's unit tests:
+// A scripted server on a unix socket, for the client's unit tests (HTTP requests, or JSON lines of
+// the line protocol, logged with an empty head):
 //   php stub-server.php SOCKET SCRIPT.json LOG.jsonl
 // SCRIPT is a list of connections, each a list of steps run in order:
 //   {"reply": "<base64>"}      read one request, write those raw bytes
@@ -27,6 +28,9 @@ fflush(STDOUT);
 $readRequest = static function ($conn): ?array {
     $head = '';
     while (($line = fgets($conn)) !== false) {
+        if ($head === '' && str_starts_with($line, '{')) {
+            return ['head' => '', 'body' => rtrim($line, "\n")]; // a line-protocol request
+        }
         $head .= $line;
         if ($line === "\r\n") {
             break;

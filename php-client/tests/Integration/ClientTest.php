@@ -12,7 +12,7 @@ final class ClientTest extends IntegrationTestCase
 {
     public function testManyCallsOnOneClientReuseItsConnection(): void
     {
-        foreach ([self::unixClient(), self::tcpClient()] as $client) {
+        foreach ([self::unixClient(), self::tcpClient(), self::unixClient(['protocol' => 'http']), self::tcpClient(['protocol' => 'http'])] as $client) {
             [$src] = self::makeFile('reuse-' . bin2hex(random_bytes(3)), 10);
             $ids = [];
             for ($i = 0; $i < 50; $i++) {
@@ -26,9 +26,17 @@ final class ClientTest extends IntegrationTestCase
         }
     }
 
-    public function testTheCallersOwnIdMakesARetrySafe(): void
+    /** @return iterable<string, array{0: string}> */
+    public static function protocols(): iterable
     {
-        $client = self::unixClient();
+        yield 'lines' => ['lines'];
+        yield 'http' => ['http'];
+    }
+
+    /** @dataProvider protocols */
+    public function testTheCallersOwnIdMakesARetrySafe(string $protocol): void
+    {
+        $client = self::unixClient(['protocol' => $protocol]);
         [$src] = self::makeFile('own-id-' . bin2hex(random_bytes(3)), 10);
         $id = 'own-' . bin2hex(random_bytes(8));
         $remote = sprintf('/php/%s/own-id/%s.bin', self::$run, $id);
@@ -61,18 +69,20 @@ final class ClientTest extends IntegrationTestCase
         } elseif ($local === 'MISSING') {
             $local = self::$dir . '/does-not-exist.bin';
         }
-        $client = self::unixClient(['spool' => $spool]);
-        try {
-            $client->upload($target, $local, '/php/' . self::$run . '/refused.bin');
-            self::fail('no exception');
-        } catch (RequestException $e) {
-            self::assertSame([$status, $code], [$e->getStatus(), $e->getErrorCode()], $e->getMessage());
-            self::assertSame([], array_values(array_diff(scandir($spool), ['.', '..'])), 'nothing spooled');
+        foreach (['lines', 'http'] as $protocol) {
+            $client = self::unixClient(['spool' => $spool, 'protocol' => $protocol]);
             try {
-                $client->status((string) $e->getJobId());
-                self::fail('the refused job exists');
-            } catch (JobNotFoundException) {
-                $this->addToAssertionCount(1);
+                $client->upload($target, $local, '/php/' . self::$run . '/refused.bin');
+                self::fail("no exception ($protocol)");
+            } catch (RequestException $e) {
+                self::assertSame([$status, $code], [$e->getStatus(), $e->getErrorCode()], $e->getMessage());
+                self::assertSame([], array_values(array_diff(scandir($spool), ['.', '..'])), 'nothing spooled');
+                try {
+                    $client->status((string) $e->getJobId());
+                    self::fail('the refused job exists');
+                } catch (JobNotFoundException) {
+                    $this->addToAssertionCount(1);
+                }
             }
         }
         rmdir($spool);
@@ -140,7 +150,7 @@ final class ClientTest extends IntegrationTestCase
 
     public function testSendHandsOverASingleJobWithoutReading(): void
     {
-        foreach ([self::unixClient(), self::tcpClient()] as $client) {
+        foreach ([self::unixClient(), self::tcpClient(), self::unixClient(['protocol' => 'http'])] as $client) {
             [$src, $sha] = self::makeFile('send-' . bin2hex(random_bytes(3)), 4321);
             $id = $client->send('upload', 'local', $src, sprintf('/php/%s/send/%s.bin', self::$run, bin2hex(random_bytes(4))), ['sha256' => $sha]);
             self::awaitKnown($client, $id, 10);

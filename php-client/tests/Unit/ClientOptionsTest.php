@@ -33,6 +33,8 @@ final class ClientOptionsTest extends TestCase
         yield 'read_timeout NAN' => [['read_timeout' => NAN], 'read_timeout'];
         yield 'spool missing' => [['spool' => '/nonexistent/spool'], 'spool'];
         yield 'spool empty' => [['spool' => ''], 'spool'];
+        yield 'protocol unknown' => [['protocol' => 'grpc'], 'protocol'];
+        yield 'protocol not a string' => [['protocol' => true], 'protocol'];
     }
 
     /**
@@ -131,7 +133,7 @@ final class ClientOptionsTest extends TestCase
     {
         self::assertInstanceOf(Client::class, new Client());
         self::assertInstanceOf(Client::class, new Client(['socket' => '/run/transfer-sidecar/sidecar.sock', 'token' => 'a-long-token-0123456789', 'spool' => sys_get_temp_dir()]));
-        self::assertInstanceOf(Client::class, new Client(['host' => '::1', 'port' => 1, 'connect_timeout' => 1, 'read_timeout' => 0.25, 'spool' => null, 'token' => null]));
+        self::assertInstanceOf(Client::class, new Client(['host' => '::1', 'port' => 1, 'connect_timeout' => 1, 'read_timeout' => 0.25, 'spool' => null, 'token' => null, 'protocol' => 'http']));
     }
 
     /** @return iterable<string, array{0: array<string, mixed>, 1: string}> */

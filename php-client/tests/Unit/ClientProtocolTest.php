@@ -47,7 +47,7 @@ final class ClientProtocolTest extends TestCase
     public function testSendsOneHttp11RequestAndReturnsItsOwnIdOn202(): void
     {
         $stub = new StubServer([[['reply' => self::accepted()]]]);
-        $client = new Client(['socket' => $stub->socket, 'token' => 'secret-token-0123456789']);
+        $client = new Client(['protocol' => 'http', 'socket' => $stub->socket, 'token' => 'secret-token-0123456789']);
         $id = $client->upload('hdfs', '/var/www/uploads/a.bin', '/2026/a.bin', ['overwrite' => true, 'sha256' => str_repeat('AB', 32), 'callback' => 'http://127.0.0.1:8080/hooks/x']);
         $client->close();
         [$request] = $stub->finish();
@@ -67,7 +67,7 @@ final class ClientProtocolTest extends TestCase
     public function testSendsTheCallersOwnIdWhenGiven(): void
     {
         $stub = new StubServer([[['reply' => self::accepted('order-4711-upload')]]]);
-        $client = new Client(['socket' => $stub->socket]);
+        $client = new Client(['protocol' => 'http', 'socket' => $stub->socket]);
         $id = $client->upload('hdfs', '/var/www/uploads/a.bin', '/a.bin', ['id' => 'order-4711-upload']);
         $client->close();
         [$request] = $stub->finish();
@@ -85,7 +85,7 @@ final class ClientProtocolTest extends TestCase
             ['reply' => StubServer::answer(200, 'OK', $job)],
             ['reply' => StubServer::answer(202, 'Accepted', '{"accepted":true}')],
         ]]);
-        $client = new Client(['socket' => $stub->socket]);
+        $client = new Client(['protocol' => 'http', 'socket' => $stub->socket]);
         $client->upload('local', '/srv/a', '/a');
         $client->download('local', '/srv/b', '/b');
         self::assertSame('succeeded', $client->status('abcdefgh')['state']);
@@ -105,7 +105,7 @@ final class ClientProtocolTest extends TestCase
     {
         // The first connection ends after one answer, as an idle keep-alive connection does.
         $stub = new StubServer([[['reply' => self::accepted()]], [['reply' => self::accepted()]]]);
-        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool]);
+        $client = new Client(['protocol' => 'http', 'socket' => $stub->socket, 'spool' => $this->spool]);
         $first = $client->upload('local', '/srv/a', '/a');
         usleep(100000);
         $second = $client->upload('local', '/srv/b', '/b');
@@ -121,7 +121,7 @@ final class ClientProtocolTest extends TestCase
     public function testA4xxThrowsWithTheDaemonsCodeAndIsNotSpooled(): void
     {
         $stub = new StubServer([[['reply' => StubServer::error(400, 'Bad Request', 'UNKNOWN_TARGET', 'no target named "nope"')]]]);
-        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool]);
+        $client = new Client(['protocol' => 'http', 'socket' => $stub->socket, 'spool' => $this->spool]);
         try {
             $client->upload('nope', '/srv/a', '/a');
             self::fail('no exception');
@@ -140,7 +140,7 @@ final class ClientProtocolTest extends TestCase
     public function testAnOptionSetToNullIsLeftOutAsInTheDaemonsApi(): void
     {
         $stub = new StubServer([[['reply' => self::accepted()]]]);
-        $client = new Client(['socket' => $stub->socket]);
+        $client = new Client(['protocol' => 'http', 'socket' => $stub->socket]);
         $id = $client->upload('local', '/srv/a', '/a', ['id' => null, 'overwrite' => null, 'sha256' => null, 'callback' => null]);
         $client->close();
         [$request] = $stub->finish();
@@ -168,7 +168,7 @@ final class ClientProtocolTest extends TestCase
     public function testSpoolsWhenTheDaemonCannotTakeTheJob(array $script): void
     {
         $stub = new StubServer($script);
-        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool]);
+        $client = new Client(['protocol' => 'http', 'socket' => $stub->socket, 'spool' => $this->spool]);
         $id = $client->upload('hdfs', '/srv/a', '/a', ['overwrite' => false]);
         $client->close();
         [$request] = $stub->finish();
@@ -184,7 +184,7 @@ final class ClientProtocolTest extends TestCase
     public function testWithoutASpoolTheFailureIsThrown(array $script): void
     {
         $stub = new StubServer($script);
-        $client = new Client(['socket' => $stub->socket]);
+        $client = new Client(['protocol' => 'http', 'socket' => $stub->socket]);
         try {
             $client->upload('hdfs', '/srv/a', '/a');
             self::fail('no exception');
@@ -205,7 +205,7 @@ final class ClientProtocolTest extends TestCase
     public function testAReadTimeoutSpoolsInsteadOfHanging(): void
     {
         $stub = new StubServer([[['silent' => 1.0]]]);
-        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool, 'read_timeout' => 0.2]);
+        $client = new Client(['protocol' => 'http', 'socket' => $stub->socket, 'spool' => $this->spool, 'read_timeout' => 0.2]);
         $id = $client->upload('hdfs', '/srv/a', '/a');
         self::assertLessThan(0.9, $client->lastHandoffSeconds());
         $client->close();
@@ -219,7 +219,7 @@ final class ClientProtocolTest extends TestCase
         // waited read_timeout for more, so the client must give up then, not wait a second time.
         $partial = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":";
         $stub = new StubServer([[['reply' => $partial, 'pause' => 2.0]]]);
-        $client = new Client(['socket' => $stub->socket, 'read_timeout' => 0.5]);
+        $client = new Client(['protocol' => 'http', 'socket' => $stub->socket, 'read_timeout' => 0.5]);
         $started = hrtime(true);
         try {
             $client->status('abcdefghij');
@@ -263,7 +263,7 @@ final class ClientProtocolTest extends TestCase
             ['reply' => StubServer::error(409, 'Conflict', 'JOB_FINISHED', 'job abcdefghij already succeeded')],
             ['reply' => StubServer::error(503, 'Service Unavailable', 'SHUTTING_DOWN', 'stopping')],
         ]]);
-        $client = new Client(['socket' => $stub->socket]);
+        $client = new Client(['protocol' => 'http', 'socket' => $stub->socket]);
         try {
             $client->status('abcdefghij');
             self::fail('no exception');
@@ -292,7 +292,7 @@ final class ClientProtocolTest extends TestCase
     public function testObserveNeverThrows(): void
     {
         $stub = new StubServer([[['reply' => StubServer::error(400, 'Bad Request', 'INVALID_REQUEST', 'unknown field')]], [['close' => true]]]);
-        $client = new Client(['socket' => $stub->socket]);
+        $client = new Client(['protocol' => 'http', 'socket' => $stub->socket]);
         $client->observe(['type' => 'nonsense']);
         $client->observe(['type' => 'nonsense']);
         (new Client(['socket' => $this->spool . '/no.sock']))->observe(['type' => 'transfer']);
@@ -303,13 +303,126 @@ final class ClientProtocolTest extends TestCase
     public function testSendWritesConnectionCloseAndDoesNotRead(): void
     {
         $stub = new StubServer([[['close' => true]]]);
-        $client = new Client(['socket' => $stub->socket]);
+        $client = new Client(['protocol' => 'http', 'socket' => $stub->socket]);
         $id = $client->send('download', 'files', '/srv/b', '/b');
         [$request] = $stub->finish();
         self::assertStringContainsString("\r\nConnection: close\r\n", $request['head']);
         self::assertStringNotContainsString('keep-alive', $request['head']);
         self::assertSame($id, json_decode($request['body'], true)['id']);
         self::assertSame('download', json_decode($request['body'], true)['direction']);
+    }
+
+    private static function acceptedLine(string $id = StubServer::REQUEST_ID): string
+    {
+        return json_encode(['status' => 202, 'id' => $id, 'state' => 'queued']) . "\n";
+    }
+
+    public function testLinesIsTheDefaultAndSendsTheTokenLineOnceThenOneJobLinePerCall(): void
+    {
+        $stub = new StubServer([[['reply' => "{\"status\":200}\n"], ['reply' => self::acceptedLine()], ['reply' => self::acceptedLine()]]]);
+        $client = new Client(['socket' => $stub->socket, 'token' => 'secret-token-0123456789']);
+        $first = $client->upload('hdfs', '/var/www/uploads/a.bin', '/2026/a.bin', ['overwrite' => true]);
+        $second = $client->download('hdfs', '/var/www/b.bin', '/b.bin');
+        $client->close();
+        $requests = $stub->finish();
+
+        self::assertSame([0, 0, 0], array_column($requests, 'conn'), 'one connection');
+        self::assertSame(['', '', ''], array_column($requests, 'head'));
+        self::assertSame('{"token":"secret-token-0123456789"}', $requests[0]['body']);
+        self::assertSame(['id' => $first, 'direction' => 'upload', 'target' => 'hdfs', 'local' => '/var/www/uploads/a.bin', 'remote' => '/2026/a.bin', 'overwrite' => true], json_decode($requests[1]['body'], true));
+        self::assertSame($second, json_decode($requests[2]['body'], true)['id']);
+        self::assertGreaterThan(0, $client->lastHandoffSeconds());
+    }
+
+    public function testLinesReconnectsOnceWhenAReusedConnectionWasClosed(): void
+    {
+        $stub = new StubServer([[['reply' => self::acceptedLine()]], [['reply' => self::acceptedLine()]]]);
+        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool]);
+        $first = $client->upload('local', '/srv/a', '/a');
+        usleep(100000);
+        $second = $client->upload('local', '/srv/b', '/b');
+        $client->close();
+        $requests = $stub->finish();
+
+        self::assertSame([0, 1], array_column($requests, 'conn'));
+        self::assertSame([$first, $second], array_map(static fn (array $r): string => json_decode($r['body'], true)['id'], $requests));
+        self::assertSame([], $this->spooled(), 'the retry went to the daemon, not to the spool');
+    }
+
+    public function testLinesA4xxThrowsWithTheDaemonsCodeAndIsNotSpooled(): void
+    {
+        $stub = new StubServer([[['reply' => '{"status":400,"error":{"code":"UNKNOWN_TARGET","message":"no target named \"nope\""}}' . "\n"]]]);
+        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool]);
+        try {
+            $client->upload('nope', '/srv/a', '/a');
+            self::fail('no exception');
+        } catch (RequestException $e) {
+            self::assertSame([400, 'UNKNOWN_TARGET'], [$e->getStatus(), $e->getErrorCode()]);
+            self::assertStringContainsString('no target named "nope"', $e->getMessage());
+        }
+        $client->close();
+        $stub->finish();
+        self::assertSame([], $this->spooled());
+    }
+
+    /** @return iterable<string, array{0: string|null, 1: int|null}> */
+    public static function linesUnavailable(): iterable
+    {
+        yield '429 QUEUE_FULL' => ['{"status":429,"error":{"code":"QUEUE_FULL","message":"full"},"retryAfter":1}' . "\n", 429];
+        yield '503 SHUTTING_DOWN' => ['{"status":503,"error":{"code":"SHUTTING_DOWN","message":"stopping"},"retryAfter":1}' . "\n", 503];
+        yield '202 naming another job' => [self::acceptedLine('another-job-id'), 202];
+        yield 'an HTTP answer' => [StubServer::answer(400, 'Bad Request', 'no'), null];
+        yield 'a line cut short' => ['{"status":20', null];
+        yield 'closed without answering' => [null, null];
+    }
+
+    /** @dataProvider linesUnavailable */
+    public function testLinesSpoolsWhenTheDaemonCannotTakeTheJob(?string $reply, ?int $status): void
+    {
+        $stub = new StubServer([[$reply === null ? ['close' => true] : ['reply' => $reply]]]);
+        $client = new Client(['socket' => $stub->socket]);
+        try {
+            $client->upload('hdfs', '/srv/a', '/a');
+            self::fail('no exception');
+        } catch (UnavailableException $e) {
+            self::assertSame($status, $e->getStatus());
+            if ($status === 429 || $status === 503) {
+                self::assertSame(1, $e->getRetryAfter());
+            }
+        } catch (ConnectionException $e) {
+            self::assertNull($status, $e->getMessage());
+        }
+        $client->close();
+        $stub->finish();
+
+        $stub = new StubServer([[$reply === null ? ['close' => true] : ['reply' => $reply]]]);
+        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool]);
+        $id = $client->upload('hdfs', '/srv/a', '/a');
+        $client->close();
+        [$request] = $stub->finish();
+        self::assertSame([$id . '.json'], $this->spooled());
+        self::assertSame($request['body'], file_get_contents($this->spool . '/' . $id . '.json'), 'the spool holds exactly the line that was sent');
+    }
+
+    public function testLinesAReadTimeoutSpoolsInsteadOfHanging(): void
+    {
+        $stub = new StubServer([[['silent' => 1.0]]]);
+        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool, 'read_timeout' => 0.2]);
+        $id = $client->upload('hdfs', '/srv/a', '/a');
+        self::assertLessThan(0.9, $client->lastHandoffSeconds());
+        $client->close();
+        $stub->finish();
+        self::assertSame([$id . '.json'], $this->spooled());
+    }
+
+    public function testLinesSendWritesTheLineAndDoesNotRead(): void
+    {
+        $stub = new StubServer([[['close' => true]]]);
+        $client = new Client(['socket' => $stub->socket]);
+        $id = $client->send('download', 'files', '/srv/b', '/b');
+        [$request] = $stub->finish();
+        self::assertSame('', $request['head']);
+        self::assertSame(['id' => $id, 'direction' => 'download', 'target' => 'files', 'local' => '/srv/b', 'remote' => '/b'], json_decode($request['body'], true));
     }
 
     public function testPassthruCopiesTheBodyAndKeepsTheConnection(): void
@@ -320,7 +433,7 @@ final class ClientProtocolTest extends TestCase
             ['reply' => StubServer::error(404, 'Not Found', 'REMOTE_NOT_FOUND', '/x does not exist')],
             ['reply' => StubServer::answer(200, 'OK', 'whole', ['Content-Type' => 'application/octet-stream'])],
         ]]);
-        $client = new Client(['socket' => $stub->socket]);
+        $client = new Client(['protocol' => 'http', 'socket' => $stub->socket]);
         ob_start();
         $n = $client->passthru('files', '/2026/a b.bin', 'bytes=0-299999');
         $out = ob_get_clean();

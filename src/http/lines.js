@@ -1,0 +1,214 @@
+// The line protocol: the lean hand-off of issue #18, on the same sockets as the HTTP API. A
+// connection whose first byte is "{" speaks it (no HTTP request starts so): each request is one
+// line of JSON, a job exactly as POST /v1/jobs takes it, answered by one line, in order:
+//   → {"direction":"upload","target":"hdfs","local":"/var/www/a.bin","remote":"/a.bin"}
+//   ← {"status":202,"id":"k3Jm5f7Q2xYb9Zc1","state":"queued"}
+//   ← {"status":400,"error":{"code":"UNKNOWN_TARGET","message":"…"}}
+// With a token configured, the first line is {"token":"…"}, answered {"status":200}. Same checks,
+// errors and durability as POST /v1/jobs (scheduler.submit); what it leaves out is node's HTTP
+// server, 2.5–3× a bare socket's cost per exchange (bench/handoff-floor.js).
+import { InvalidJsonError, InvalidRequestError, PayloadTooLargeError, UnauthorizedError } from '../errors.js'
+import { MAX_BODY_BYTES, asSidecarError, retryAfterSeconds, tokenMatcher } from './respond.js'
+import { parseJson, strictUtf8 } from './submit.js'
+
+const NEWLINE = 0x0a
+export const LINE_IDLE_MS = 5000 // an idle connection is closed, as HTTP keep-alive ones are
+export const LINE_MS = 10000 // a line must be complete this long after its first byte arrived
+const READ_AHEAD = 64 // lines waiting for their answers before the connection is no longer read
+const DROP_LIMIT = 1 << 20 // bytes read and dropped after a refusal before the connection is cut
+
+// Whether a connection's first bytes are the line protocol's.
+export const isLineProtocol = (chunk) => chunk[0] === 0x7b // "{"
+
+// `timeouts` are the two above, shorter in tests.
+export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = LINE_IDLE_MS, lineMs = LINE_MS } = {} }) {
+  const authorized = tokenMatcher(config.token)
+  const connections = new Set()
+  let closing = false
+
+  function serve (socket, first) {
+    let authenticated = config.token === null
+    let partial = [] // the pieces of a line whose newline has not arrived
+    let partialBytes = 0
+    let lineTimer = null
+    const lines = [] // complete lines, or the error that ends the connection, to answer in turn
+    let busy = false
+    let paused = false
+    let ending = false
+
+    const connection = {
+      idle: () => !busy && lines.length === 0 && partialBytes === 0,
+      end: () => socket.end(),
+      destroy: () => socket.destroy()
+    }
+    connections.add(connection)
+    socket.on('error', () => {}) // a reset by the client: 'close' follows
+    socket.once('close', () => {
+      connections.delete(connection)
+      clearTimeout(lineTimer)
+    })
+    socket.setTimeout(idleMs, () => {
+      if (socket.writableEnded) socket.destroy() // answered all, and the client keeps its side open
+      else if (connection.idle()) socket.end()
+    })
+
+    function read (chunk) {
+      if (socket.writableEnded) return // closed while idle (shutdown, idle timeout): not answered
+      let start = 0
+      let newline
+      while ((newline = chunk.indexOf(NEWLINE, start)) !== -1) {
+        const piece = chunk.subarray(start, newline)
+        start = newline + 1
+        if (partialBytes + piece.length > MAX_BODY_BYTES) return refuse(tooLarge())
+        if (partialBytes === 0) {
+          lines.push(piece)
+        } else {
+          partial.push(piece)
+          lines.push(Buffer.concat(partial))
+          partial = []
+          partialBytes = 0
+          clearTimeout(lineTimer)
+          lineTimer = null
+        }
+      }
+      if (start < chunk.length) {
+        partialBytes += chunk.length - start
+        if (partialBytes > MAX_BODY_BYTES) return refuse(tooLarge())
+        partial.push(chunk.subarray(start))
+        if (!paused) lineTimer ??= setTimeout(lineTooSlow, lineMs)
+      }
+      if (lines.length >= READ_AHEAD && !paused) {
+        paused = true
+        socket.pause()
+        clearTimeout(lineTimer) // the time we do not read is not the client's
+        lineTimer = null
+      }
+      answer()
+    }
+
+    const lineTooSlow = () => refuse(new InvalidRequestError('the line was not received in time'))
+
+    // Nothing more is read: the lines before are answered, then this error, then the connection
+    // ends. What the client still sends is read and dropped (a TCP close with unread data would
+    // reset the connection, and the client could lose the answers).
+    function refuse (err) {
+      stopReading()
+      lines.push(err)
+      answer()
+    }
+
+    function stopReading () {
+      if (ending) return
+      ending = true
+      socket.off('data', read)
+      let dropped = 0
+      socket.on('data', (chunk) => {
+        dropped += chunk.length
+        if (dropped > DROP_LIMIT) socket.destroy()
+      })
+      if (paused) {
+        paused = false
+        socket.resume()
+      }
+      partial = []
+      partialBytes = 0
+      clearTimeout(lineTimer)
+    }
+
+    async function answer () {
+      if (busy) return
+      busy = true
+      while (lines.length > 0 && !socket.destroyed) {
+        const line = lines.shift()
+        const reply = line instanceof Error ? failure(line) : await handle(line)
+        if (socket.destroyed || socket.writableEnded) break
+        socket.write(reply.text)
+        if (reply.close) {
+          stopReading()
+          lines.length = 0 // the lines after a refused token are not answered
+        }
+      }
+      busy = false
+      if ((ending || closing) && lines.length === 0) return socket.end()
+      if (paused) {
+        paused = false
+        socket.resume()
+        if (partialBytes > 0) lineTimer ??= setTimeout(lineTooSlow, lineMs)
+      }
+    }
+
+    async function handle (bytes) {
+      const started = process.hrtime.bigint()
+      let status = 500
+      try {
+        const body = parseLine(bytes)
+        if (isTokenLine(body)) {
+          if (!authorized(`Bearer ${body.token}`)) throw new UnauthorizedError('the token is not valid')
+          authenticated = true
+          status = 200
+          return { text: '{"status":200}\n' }
+        }
+        if (!authenticated) throw new UnauthorizedError('the daemon has a token: send {"token":"<token>"} as the first line')
+        const { job, created, state } = await scheduler.submit(body)
+        status = created ? 202 : 200
+        return { text: JSON.stringify({ status, id: job.id, state }) + '\n' }
+      } catch (err) {
+        const reply = failure(err)
+        status = reply.status
+        return reply
+      } finally {
+        // As POST /v1/jobs logs (submit.js): an accepted job when it ends, a refused one here.
+        const level = status < 300 ? 'debug' : 'info'
+        if (logger.isLevelEnabled?.(level) ?? true) {
+          logger[level]?.({ protocol: 'lines', status, ms: Number(process.hrtime.bigint() - started) / 1e6 }, 'request')
+        }
+      }
+    }
+
+    // A refused line, answered as POST /v1/jobs answers the error.
+    function failure (err) {
+      const error = asSidecarError(err)
+      if (error.statusCode >= 500) logger.error({ err }, 'request failed')
+      const answer = { status: error.statusCode, error: { code: error.code, message: error.message } }
+      const retryAfter = retryAfterSeconds(error)
+      if (retryAfter) answer.retryAfter = retryAfter
+      return { status: error.statusCode, text: JSON.stringify(answer) + '\n', close: error.code === 'UNAUTHORIZED' }
+    }
+
+    socket.on('data', read)
+    // The client's half-close: what it sent is answered, then the connection ends.
+    socket.once('end', () => {
+      if (partialBytes > 0) return refuse(new InvalidRequestError('the connection ended inside a line'))
+      stopReading()
+      answer()
+    })
+    read(first)
+  }
+
+  return {
+    serve,
+    // Shutdown: idle connections end now, busy ones after their answers (closeAll, listeners.js).
+    closeIdle () {
+      closing = true
+      for (const c of connections) if (c.idle()) c.end()
+    },
+    destroyAll () {
+      for (const c of connections) c.destroy()
+    }
+  }
+}
+
+function parseLine (bytes) {
+  let text
+  try {
+    text = strictUtf8.decode(bytes)
+  } catch {
+    throw new InvalidJsonError('the line is not valid UTF-8')
+  }
+  return parseJson(text, 'the line')
+}
+
+const isTokenLine = (body) => body !== null && typeof body === 'object' && !Array.isArray(body) &&
+  typeof body.token === 'string' && Object.keys(body).length === 1
+
+const tooLarge = () => new PayloadTooLargeError(`the line exceeds ${MAX_BODY_BYTES} bytes`)

@@ -14,8 +14,8 @@ export const COMPETITORS = {
   upload: ['php-infile', 'curl', 'curl-sha256', 'curl-openssl', 'sidecar', 'sidecar-none']
 }
 const ALL_COMPETITORS = [...new Set(Object.values(COMPETITORS).flat())]
-export const HANDOFF_VARIANTS = ['acked-unix', 'acked-tcp', 'noack-unix', 'exec-curl', 'direct', 'redis-lpush', 'fdatasync',
-  'acked-unix-paced', 'acked-tcp-paced', 'direct-paced', 'redis-lpush-paced', 'fdatasync-paced']
+export const HANDOFF_VARIANTS = ['acked-unix', 'acked-tcp', 'acked-http-unix', 'noack-unix', 'exec-curl', 'direct', 'redis-lpush', 'fdatasync',
+  'acked-unix-paced', 'acked-tcp-paced', 'acked-http-unix-paced', 'direct-paced', 'redis-lpush-paced', 'fdatasync-paced']
 
 // The published study's matrix: 10–100 MiB step 10, 100–300 step 50, 500/1000/1500.
 const STUDY_SIZES = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 150, 200, 250, 300, 500, 1000, 1500]
@@ -122,8 +122,8 @@ The estimated duration is printed at the start.
   --conc-runs N          runs per concurrency level [1 | 1]
   --handoff-calls N      calls per hand-off variant, back to back [2000]
   --handoff-paced-calls N  calls of the -paced variants, one every 5 ms [300]
-  --handoff-variants L   ${HANDOFF_VARIANTS.slice(0, 7).join(',')},
-                         ${HANDOFF_VARIANTS.slice(7).join(',')}
+  --handoff-variants L   ${HANDOFF_VARIANTS.slice(0, 8).join(',')},
+                         ${HANDOFF_VARIANTS.slice(8).join(',')}
                          (default: all; acked-*, noack-* run once per journal mode)
   --journal-modes LIST   ${JOURNAL_MODES.join(',')}: the daemon's journal.sync, one fresh daemon per mode in the
                          handoff, burst and reuse sections (default: both)

@@ -1,5 +1,6 @@
 // Section 3a: what it costs a PHP request to get a small upload (4 KiB, to httpd) off its hands,
-// in a burst of calls back to back: the sidecar acked over the unix socket and TCP, the sidecar
+// in a burst of calls back to back: the sidecar acked over the unix socket and TCP (line protocol;
+// acked-http-unix: POST /v1/jobs), the sidecar
 // without reading the answer, exec('curl … &'), and the blocking php-curl PUT itself. After each
 // variant the uploads are let finish; lost = handed off (the call returned) but never done.
 // The daemon runs the uploads (4 at once) while the burst goes on, as it would in production.
@@ -18,9 +19,9 @@ import { runPhp } from './php.js'
 import { cpuSeconds } from './procfs.js'
 
 const FILE_BYTES = 4096
-const SIDECAR_VARIANTS = ['acked-unix', 'acked-tcp', 'noack-unix']
+const SIDECAR_VARIANTS = ['acked-unix', 'acked-tcp', 'acked-http-unix', 'noack-unix']
 const EXEC_WAIT_MS = 300_000
-const EST_CALL_S = { 'acked-unix': 0.004, 'acked-tcp': 0.004, 'noack-unix': 0.002, 'exec-curl': 0.015, direct: 0.0015, 'redis-lpush': 0.0002, fdatasync: 0.0005 }
+const EST_CALL_S = { 'acked-unix': 0.004, 'acked-tcp': 0.004, 'acked-http-unix': 0.004, 'noack-unix': 0.002, 'exec-curl': 0.015, direct: 0.0015, 'redis-lpush': 0.0002, fdatasync: 0.0005 }
 const PACE_US = 5000
 const REDIS_KEY = 'sidecar-bench-jobs'
 // A journal line of a small upload, about as long as the daemon's (the floor's appended write).

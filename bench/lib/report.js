@@ -211,14 +211,14 @@ export function handoffGoals (results) {
     out.push({
       goal: 'acked hand-off, one call every 5 ms, median ≤ 60 µs ("write" mode, unix socket)',
       met: known(pacedWrite?.medianUs) ? pacedWrite.medianUs <= 60 : null,
-      detail: `${us(pacedWrite)} (TCP ${us(at('acked-tcp-paced', 'write'))}; direct PUT ${us(at('direct-paced'))})`
+      detail: `${us(pacedWrite)} (TCP ${us(at('acked-tcp-paced', 'write'))}; over HTTP ${us(at('acked-http-unix-paced', 'write'))}; direct PUT ${us(at('direct-paced'))})`
     })
     const pacedFsync = at('acked-unix-paced', 'fsync')
     const floor = at('fdatasync-paced')
     out.push({
       goal: 'acked hand-off, one call every 5 ms, median ≤ bare fdatasync median + 60 µs ("fsync" mode, unix socket)',
       met: known(pacedFsync?.medianUs, floor?.medianUs) ? pacedFsync.medianUs <= floor.medianUs + 60 : null,
-      detail: `${us(pacedFsync)} against fdatasync ${us(floor)} + 60 (TCP ${us(at('acked-tcp-paced', 'fsync'))})`
+      detail: `${us(pacedFsync)} against fdatasync ${us(floor)} + 60 (TCP ${us(at('acked-tcp-paced', 'fsync'))}; over HTTP ${us(at('acked-http-unix-paced', 'fsync'))})`
     })
     for (const mode of ['fsync', 'write']) {
       const b2b = at('acked-unix', mode)
@@ -227,7 +227,7 @@ export function handoffGoals (results) {
       out.push({
         goal: `acked hand-off back to back, median ≤ 2 × the paced median ("${mode}" mode, unix socket)`,
         met: known(b2b?.medianUs, paced?.medianUs) ? b2b.medianUs <= 2 * paced.medianUs : null,
-        detail: `${us(b2b)} back to back, ${us(paced)} paced (TCP ${us(at('acked-tcp', mode))}, ${us(at('acked-tcp-paced', mode))})`
+        detail: `${us(b2b)} back to back, ${us(paced)} paced (TCP ${us(at('acked-tcp', mode))}, ${us(at('acked-tcp-paced', mode))}; over HTTP ${us(at('acked-http-unix', mode))}, ${us(at('acked-http-unix-paced', mode))})`
       })
     }
     const b2bWrite = at('acked-unix', 'write')

@@ -4,8 +4,9 @@ declare(strict_types=1);
 
 // How long a PHP request waits to get one small upload off its hands, in a burst of calls back to
 // back (after php-client/bin/handoff-bench.php). Variants:
-//   acked-unix, acked-tcp  Client::upload(): the daemon's 202 is read (job journaled and fsync'd)
-//   noack-unix             Client::send(): write the request, close, never read the answer
+//   acked-unix, acked-tcp  Client::upload() (line protocol, the default): the daemon's 202 is read (job journaled)
+//   acked-http-unix        the same with 'protocol' => 'http' (POST /v1/jobs)
+//   noack-unix             Client::send(): write the job line, close, never read the answer
 //   exec-curl              exec('curl -T … &'): a background curl per call
 //   direct                 a blocking php-curl PUT of the file to httpd, new handle per call
 //   redis-lpush            php-redis LPUSH of the same JSON job body Client::upload() sends, to a
@@ -33,8 +34,10 @@ $errors = [];
 $redis = null;
 
 $call = match ($variant) {
-    'acked-unix', 'acked-tcp', 'noack-unix' => (static function () use ($a, $variant, $file, &$ids): callable {
+    'acked-unix', 'acked-tcp', 'acked-http-unix', 'noack-unix' => (static function () use ($a, $variant, $file, &$ids): callable {
         $options = $variant === 'acked-tcp' ? ['host' => '127.0.0.1', 'port' => (int) $a['port']] : ['socket' => $a['socket']];
+        // The client's default protocol is the line protocol; acked-http-unix is POST /v1/jobs.
+        $options['protocol'] = $variant === 'acked-http-unix' ? 'http' : 'lines';
         $client = new Client($options + ['read_timeout' => 30.0]);
         return static function (int $i) use ($client, $variant, $a, $file, &$ids): void {
             $remote = sprintf('/%s-%d.bin', $a['remotePrefix'], $i);

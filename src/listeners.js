@@ -73,14 +73,19 @@ async function clearStaleSocket (file) {
 
 // Each connection is HTTP or the line protocol (http/lines.js), told apart by its first byte.
 // Until that byte, node's HTTP server has not seen the connection, so its timeouts do not apply yet.
+// Returns the connections still waiting for their first byte (closed at once by closeAll).
 function sniffProtocol (server, lines) {
   const [serveHttp] = server.listeners('connection') // node's own, added by http.createServer
   server.removeListener('connection', serveHttp)
+  const waiting = new Set()
   server.on('connection', (socket) => {
     const silent = () => socket.destroy() // no byte in time, or a reset before the first one
+    waiting.add(socket)
+    socket.once('close', () => waiting.delete(socket))
     socket.setTimeout(SERVER_OPTIONS.headersTimeout, silent)
     socket.once('error', silent)
     socket.once('data', (first) => {
+      waiting.delete(socket)
       socket.setTimeout(0, silent)
       socket.off('error', silent)
       if (isLineProtocol(first)) return lines.serve(socket, first)
@@ -90,6 +95,7 @@ function sniffProtocol (server, lines) {
       socket.resume()
     })
   })
+  return waiting
 }
 
 export async function listenAll ({ app, lines }, config) {
@@ -97,7 +103,7 @@ export async function listenAll ({ app, lines }, config) {
   try {
     for (const l of config.listen) {
       const server = http.createServer(SERVER_OPTIONS, app)
-      sniffProtocol(server, lines)
+      const silent = sniffProtocol(server, lines)
       server.on('clientError', answerClientError)
       server.on('checkExpectation', answerExpectation)
       server.on('connect', refuseConnect) // 'upgrade' needs nothing: without a listener it is a plain request
@@ -105,10 +111,10 @@ export async function listenAll ({ app, lines }, config) {
         await fs.mkdir(path.dirname(l.path), { recursive: true, mode: 0o755 })
         await clearStaleSocket(l.path)
         await listenPrivately(server, l.path, config)
-        servers.push({ server, lines, listen: l, address: l.path })
+        servers.push({ server, lines, silent, listen: l, address: l.path })
       } else {
         await listen(server, l.port, l.host)
-        servers.push({ server, lines, listen: l, address: server.address() })
+        servers.push({ server, lines, silent, listen: l, address: server.address() })
       }
     }
   } catch (err) {
@@ -161,7 +167,7 @@ function listen (server, ...args) {
 
 // Stops accepting at once; idle keep-alive connections are closed, busy ones get `graceMs`.
 export async function closeAll (servers, graceMs) {
-  await Promise.all(servers.map(({ server, lines, listen: l }) => new Promise((resolve) => {
+  await Promise.all(servers.map(({ server, lines, silent, listen: l }) => new Promise((resolve) => {
     const timer = setTimeout(() => {
       server.closeAllConnections()
       lines.destroyAll()
@@ -173,5 +179,6 @@ export async function closeAll (servers, graceMs) {
     })
     server.closeIdleConnections()
     lines.closeIdle()
+    for (const socket of silent) socket.destroy() // nothing sent yet: nothing to answer
   })))
 }

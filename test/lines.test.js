@@ -262,6 +262,17 @@ describe('line protocol with a token', () => {
 })
 
 describe('line protocol at shutdown', () => {
+  it('does not wait for a connection that has sent nothing yet', async () => {
+    const dir = await tempDir('lines-stop-')
+    const d = await startTestSidecar({ roots: [root], targets: { local: { type: 'file', dir } } })
+    const silent = connect(d.socket)
+    await new Promise((resolve) => silent.socket.once('connect', resolve))
+    const t0 = Date.now()
+    await d.stop({ graceMs: 5000 })
+    expect(Date.now() - t0).toBeLessThan(3000) // the first-byte timeout is 10 s
+    await silent.closed
+  })
+
   it('ends an idle connection at stop', async () => {
     const dir = await tempDir('lines-stop-')
     const d = await startTestSidecar({ roots: [root], targets: { local: { type: 'file', dir } } })

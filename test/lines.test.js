@@ -178,6 +178,23 @@ describe('line protocol', () => {
     await waitFor(async () => (await fs.readdir(path.join(store, 'lines', 'many')).catch(() => [])).length === 1000)
   })
 
+  it('stops reading a client that sends and does not read its answers', async () => {
+    const c = connect(sc.socket)
+    c.socket.pause() // answers stay unread
+    const refused = () => sc.logs.records().filter((r) => r.protocol === 'lines' && r.status === 400 && r.msg === 'request').length
+    const before = refused()
+    const n = 20000
+    const line = JSON.stringify(upload('x', { target: 'nope' })) + '\n'
+    c.write(line.repeat(n))
+    await new Promise((resolve) => setTimeout(resolve, 1000))
+    const taken = refused() - before
+    expect(taken).toBeGreaterThan(0)
+    expect(taken).toBeLessThan(n / 2) // the kernel's buffers hold a few thousand answers, not 20,000
+    c.socket.resume()
+    for (let i = 0; i < n; i++) expect((await c.next()).status).toBe(400)
+    c.socket.end()
+  })
+
   it('survives random lines and bytes: every answer a JSON error, the daemon still serving', async () => {
     const rnd = crypto.createHash('sha256').update('lines-fuzz').digest()
     let seed = rnd.readUInt32LE(0)

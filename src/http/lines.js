@@ -122,7 +122,8 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
         const line = lines.shift()
         const reply = line instanceof Error ? failure(line) : await handle(line)
         if (socket.destroyed || socket.writableEnded) break
-        socket.write(reply.text)
+        // A client that sends and does not read: its answers wait in the kernel, not here.
+        if (!socket.write(reply.text)) await drained(socket)
         if (reply.close) {
           stopReading()
           lines.length = 0 // the lines after a refused token are not answered
@@ -196,6 +197,18 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
       for (const c of connections) c.destroy()
     }
   }
+}
+
+function drained (socket) {
+  return new Promise((resolve) => {
+    const done = () => {
+      socket.off('drain', done)
+      socket.off('close', done)
+      resolve()
+    }
+    socket.on('drain', done)
+    socket.on('close', done)
+  })
 }
 
 function parseLine (bytes) {

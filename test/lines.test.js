@@ -178,6 +178,14 @@ describe('line protocol', () => {
     await waitFor(async () => (await fs.readdir(path.join(store, 'lines', 'many')).catch(() => [])).length === 1000)
   })
 
+  it('answers 20,000 tiny lines that arrive in a few reads, each refused, in order', async () => {
+    const c = connect(sc.socket)
+    c.write('{}\n'.repeat(20000) + JSON.stringify(upload('after-tiny.txt')) + '\n')
+    for (let i = 0; i < 20000; i++) expect((await c.next()).error.code).toBe('INVALID_REQUEST')
+    expect(await c.next()).toMatchObject({ status: 202 })
+    c.socket.end()
+  })
+
   it('stops reading a client that sends and does not read its answers', async () => {
     const c = connect(sc.socket)
     c.socket.pause() // answers stay unread

@@ -31,13 +31,16 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
     let partial = [] // the pieces of a line whose newline has not arrived
     let partialBytes = 0
     let lineTimer = null
-    const lines = [] // complete lines, or the error that ends the connection, to answer in turn
+    // Complete lines, or the error that ends the connection, to answer in turn: lines[next…].
+    // (An index, not shift(): one 64 KiB read can hold 20,000 lines of "{}".)
+    let lines = []
+    let next = 0
     let busy = false
     let paused = false
     let ending = false
 
     const connection = {
-      idle: () => !busy && lines.length === 0 && partialBytes === 0,
+      idle: () => !busy && next === lines.length && partialBytes === 0,
       end: () => socket.end(),
       destroy: () => socket.destroy()
     }
@@ -77,7 +80,7 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
         partial.push(chunk.subarray(start))
         if (!paused) lineTimer ??= setTimeout(lineTooSlow, lineMs)
       }
-      if (lines.length >= READ_AHEAD && !paused) {
+      if (lines.length - next >= READ_AHEAD && !paused) {
         paused = true
         socket.pause()
         clearTimeout(lineTimer) // the time we do not read is not the client's
@@ -118,19 +121,21 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
     async function answer () {
       if (busy) return
       busy = true
-      while (lines.length > 0 && !socket.destroyed) {
-        const line = lines.shift()
+      while (next < lines.length && !socket.destroyed) {
+        const line = lines[next++]
         const reply = line instanceof Error ? failure(line) : await handle(line)
         if (socket.destroyed || socket.writableEnded) break
         // A client that sends and does not read: its answers wait in the kernel, not here.
         if (!socket.write(reply.text)) await drained(socket)
         if (reply.close) {
           stopReading()
-          lines.length = 0 // the lines after a refused token are not answered
+          next = lines.length // the lines after a refused token are not answered
         }
       }
+      lines = []
+      next = 0
       busy = false
-      if ((ending || closing) && lines.length === 0) return socket.end()
+      if (ending || closing) return socket.end()
       if (paused) {
         paused = false
         socket.resume()

@@ -510,14 +510,8 @@ final class Client
             $connection = $this->lineConnection ??= Connection::open($this->address, $this->connectTimeout);
             $retryable = $attempt === 1 && $connection->isReused();
             $tokenLine = $connection->isReused() ? '' : $this->tokenLine;
-            try {
-                $connection->write($tokenLine . $body . "\n");
-            } catch (ConnectionException $e) {
-                $this->dropLines();
-                if ($retryable) {
-                    continue;
-                }
-                throw $e;
+            if (!self::sent($connection, $tokenLine . $body . "\n", $retryable, fn () => $this->dropLines())) {
+                continue;
             }
             try {
                 $connection->setReadTimeout($this->readTimeout);
@@ -596,14 +590,8 @@ final class Client
         for ($attempt = 1; ; $attempt++) {
             $connection = $this->connection();
             $retryable = $attempt === 1 && $connection->isReused();
-            try {
-                $connection->write($request);
-            } catch (ConnectionException $e) {
-                $this->drop();
-                if ($retryable) {
-                    continue;
-                }
-                throw $e;
+            if (!self::sent($connection, $request, $retryable, fn () => $this->drop())) {
+                continue;
             }
             try {
                 $connection->setReadTimeout($readTimeout);
@@ -620,6 +608,27 @@ final class Client
                 throw new ConnectionException(sprintf('the daemon closed the connection without answering %s %s', $method, $path));
             }
             return [$connection, $response];
+        }
+    }
+
+    /**
+     * Writes a request on a kept connection. False: the write failed on a reused connection (the
+     * daemon closed it meanwhile), which $drop has dropped; the caller sends once more on a new one.
+     *
+     * @param callable(): void $drop
+     * @throws ConnectionException the write failed on a fresh connection (dropped too)
+     */
+    private static function sent(Connection $connection, string $request, bool $retryable, callable $drop): bool
+    {
+        try {
+            $connection->write($request);
+            return true;
+        } catch (ConnectionException $e) {
+            $drop();
+            if ($retryable) {
+                return false;
+            }
+            throw $e;
         }
     }
 

@@ -202,10 +202,18 @@ final class ClientProtocolTest extends TestCase
         $stub->finish();
     }
 
-    public function testAReadTimeoutSpoolsInsteadOfHanging(): void
+    /** @return iterable<string, array{0: string}> */
+    public static function protocols(): iterable
+    {
+        yield 'http' => ['http'];
+        yield 'lines' => ['lines'];
+    }
+
+    /** @dataProvider protocols */
+    public function testAReadTimeoutSpoolsInsteadOfHanging(string $protocol): void
     {
         $stub = new StubServer([[['silent' => 1.0]]]);
-        $client = new Client(['protocol' => 'http', 'socket' => $stub->socket, 'spool' => $this->spool, 'read_timeout' => 0.2]);
+        $client = new Client(['protocol' => $protocol, 'socket' => $stub->socket, 'spool' => $this->spool, 'read_timeout' => 0.2]);
         $id = $client->upload('hdfs', '/srv/a', '/a');
         self::assertLessThan(0.9, $client->lastHandoffSeconds());
         $client->close();
@@ -402,17 +410,6 @@ final class ClientProtocolTest extends TestCase
         [$request] = $stub->finish();
         self::assertSame([$id . '.json'], $this->spooled());
         self::assertSame($request['body'], file_get_contents($this->spool . '/' . $id . '.json'), 'the spool holds exactly the line that was sent');
-    }
-
-    public function testLinesAReadTimeoutSpoolsInsteadOfHanging(): void
-    {
-        $stub = new StubServer([[['silent' => 1.0]]]);
-        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool, 'read_timeout' => 0.2]);
-        $id = $client->upload('hdfs', '/srv/a', '/a');
-        self::assertLessThan(0.9, $client->lastHandoffSeconds());
-        $client->close();
-        $stub->finish();
-        self::assertSame([$id . '.json'], $this->spooled());
     }
 
     public function testLinesSendWritesTheLineAndDoesNotRead(): void

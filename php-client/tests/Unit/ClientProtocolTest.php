@@ -101,11 +101,13 @@ final class ClientProtocolTest extends TestCase
         self::assertStringStartsWith("POST /v1/observations HTTP/1.1\r\n", $requests[4]['head']);
     }
 
-    public function testReconnectsOnceWhenAReusedConnectionWasClosed(): void
+    /** @dataProvider protocols */
+    public function testReconnectsOnceWhenAReusedConnectionWasClosed(string $protocol): void
     {
         // The first connection ends after one answer, as an idle keep-alive connection does.
-        $stub = new StubServer([[['reply' => self::accepted()]], [['reply' => self::accepted()]]]);
-        $client = new Client(['protocol' => 'http', 'socket' => $stub->socket, 'spool' => $this->spool]);
+        $reply = $protocol === 'http' ? self::accepted() : self::acceptedLine();
+        $stub = new StubServer([[['reply' => $reply]], [['reply' => $reply]]]);
+        $client = new Client(['protocol' => $protocol, 'socket' => $stub->socket, 'spool' => $this->spool]);
         $first = $client->upload('local', '/srv/a', '/a');
         usleep(100000);
         $second = $client->upload('local', '/srv/b', '/b');
@@ -340,21 +342,6 @@ final class ClientProtocolTest extends TestCase
         self::assertSame(['id' => $first, 'direction' => 'upload', 'target' => 'hdfs', 'local' => '/var/www/uploads/a.bin', 'remote' => '/2026/a.bin', 'overwrite' => true], json_decode($requests[1]['body'], true));
         self::assertSame($second, json_decode($requests[2]['body'], true)['id']);
         self::assertGreaterThan(0, $client->lastHandoffSeconds());
-    }
-
-    public function testLinesReconnectsOnceWhenAReusedConnectionWasClosed(): void
-    {
-        $stub = new StubServer([[['reply' => self::acceptedLine()]], [['reply' => self::acceptedLine()]]]);
-        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool]);
-        $first = $client->upload('local', '/srv/a', '/a');
-        usleep(100000);
-        $second = $client->upload('local', '/srv/b', '/b');
-        $client->close();
-        $requests = $stub->finish();
-
-        self::assertSame([0, 1], array_column($requests, 'conn'));
-        self::assertSame([$first, $second], array_map(static fn (array $r): string => json_decode($r['body'], true)['id'], $requests));
-        self::assertSame([], $this->spooled(), 'the retry went to the daemon, not to the spool');
     }
 
     public function testLinesA4xxThrowsWithTheDaemonsCodeAndIsNotSpooled(): void

@@ -17,6 +17,10 @@ import { GiB } from './stats.js'
 export const WIDE = '-wide'
 // The warm-up jobs' file: large enough for the hashing thread (src/digest.js, 8 MiB and up).
 const WARM_UP_BYTES = 16 << 20
+// Then small jobs, one after the other: the small-job path is JIT-compiled before anything is timed
+// (without them the first paced hand-off variant on a fresh daemon took up to twice as long as the
+// same variant run second, whichever protocol it used: bench/results/2026-11-25-lines-b…d).
+const WARM_UP_SMALL_JOBS = 300
 
 export async function ensureFreeSpace (dir, needBytes) {
   const st = await fs.statfs(dir)
@@ -39,23 +43,28 @@ export async function setupEnv (opts, progress) {
 
   // The first job of a fresh daemon is several times slower than the next ones (the hashing
   // thread's start, JIT, the first connections and journal writes: +60–180 ms at 10–128 MiB here), and
-  // a daemon in production is not fresh. So each daemon gets an untimed upload and download first.
+  // a daemon in production is not fresh. So each daemon gets an untimed upload and download first,
+  // and WARM_UP_SMALL_JOBS small uploads.
   async function warmUp (d) {
     const target = Object.values(targets)[0]
     if (!target) return
     const local = path.join(filesDir, 'warm-up.bin')
     const back = path.join(filesDir, 'warm-up-back.bin')
     await createTestFile(local, WARM_UP_BYTES)
+    const small = path.join(filesDir, 'warm-up-small.bin')
+    await createTestFile(small, 4096)
+    const jobs = [{ direction: 'upload', local, remote: '/warm-up.bin' }, { direction: 'download', local: back, remote: '/warm-up.bin' },
+      ...Array.from({ length: WARM_UP_SMALL_JOBS }, () => ({ direction: 'upload', local: small, remote: '/warm-up-small.bin' }))]
     try {
-      for (const job of [{ direction: 'upload', local, remote: '/warm-up.bin' }, { direction: 'download', local: back, remote: '/warm-up.bin' }]) {
+      for (const job of jobs) {
         const { id } = await d.submit({ ...job, target: target.sidecarName, overwrite: true })
         const end = await d.waitEnd(id)
         if (end.state !== 'succeeded') throw new Error(`warm-up ${job.direction}: job ${id} ${end.state} ${JSON.stringify(end.error)}`)
       }
     } finally {
-      await fs.rm(local, { force: true })
-      await fs.rm(back, { force: true })
+      for (const file of [local, back, small]) await fs.rm(file, { force: true })
       await target.remove('warm-up.bin').catch(() => {})
+      await target.remove('warm-up-small.bin').catch(() => {})
     }
   }
 

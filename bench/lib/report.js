@@ -300,7 +300,7 @@ function method (params) {
   const bullets = [
     [true, `- The daemon runs as in production: \`node ${NODE_FLAGS.join(' ')} bin/transfer-sidecar.js\` (flags from the bin's
   shebang), its config listing loopback TCP and a unix socket, log level warn; a fresh one per section,
-  warmed up by an untimed upload and download of 16 MiB (a fresh daemon's first job is much slower).`],
+  warmed up by an untimed upload and download of 16 MiB and 300 uploads of 4 KiB, one after the other (a fresh daemon's first jobs are much slower).`],
     [ran('throughput') || ran('concurrency'), `- Every competitor runs in the same run; per size, the competitors of a direction go back to back
   and their order rotates from run to run. Ratios are medians of per-run ratios (paired), so the
   machine's drift (it is shared) cancels as far as possible. Compare ratios, not absolute figures.`],

@@ -17,9 +17,8 @@ import { GiB } from './stats.js'
 export const WIDE = '-wide'
 // The warm-up jobs' file: large enough for the hashing thread (src/digest.js, 8 MiB and up).
 const WARM_UP_BYTES = 16 << 20
-// Then small jobs, one after the other: the small-job path is JIT-compiled before anything is timed
-// (without them the first paced hand-off variant on a fresh daemon took up to twice as long as the
-// same variant run second, whichever protocol it used: bench/results/2026-11-25-lines-b…d).
+// Then small jobs, one after the other, so that the small-job path is JIT-compiled before the
+// hand-off sections time anything.
 const WARM_UP_SMALL_JOBS = 300
 
 export async function ensureFreeSpace (dir, needBytes) {

@@ -111,7 +111,7 @@ async function sidecarBurst ({ env, opts, progress, mode, file }) {
   })
   const before = await counters()
   const burstRss = sampleRss(daemon.pid, RSS_SAMPLE_MS)
-  const r = await burst({ env, opts, role: 'sidecar', name: mode, args: { socket: daemon.socketPath, target: STORE, file, prefix: '/burst' } })
+  const r = await burst({ env, opts, role: 'sidecar', name: mode, args: { socket: daemon.socketPath, protocol: opts.protocol, target: STORE, file, prefix: '/burst' } })
   const burstPeak = burstRss.stop()
   const drainRss = sampleRss(daemon.pid, RSS_SAMPLE_MS)
   const drainSeconds = await daemon.drained({ timeoutMs: 1_800_000 })

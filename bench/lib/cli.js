@@ -14,6 +14,8 @@ export const COMPETITORS = {
   upload: ['php-infile', 'curl', 'curl-sha256', 'curl-openssl', 'sidecar', 'sidecar-none']
 }
 const ALL_COMPETITORS = [...new Set(Object.values(COMPETITORS).flat())]
+// The PHP client's hand-off protocol in the burst, reuse and web sections (the hand-off section runs both).
+export const PROTOCOLS = ['lines', 'http']
 export const HANDOFF_VARIANTS = ['acked-unix', 'acked-tcp', 'acked-http-unix', 'noack-unix', 'exec-curl', 'direct', 'redis-lpush', 'fdatasync',
   'acked-unix-paced', 'acked-tcp-paced', 'acked-http-unix-paced', 'direct-paced', 'redis-lpush-paced', 'fdatasync-paced']
 
@@ -132,12 +134,19 @@ The estimated duration is printed at the start.
   --web-seconds N        wrk duration per page [5 | 10]
   --reuse-files N        small files in the connection-reuse section [1000]
   --reuse-runs N         runs of the connection-reuse section [1 | 3]
+  --protocol P           ${PROTOCOLS.join(' or ')}: how the PHP client hands jobs off in the burst, reuse and web
+                         sections (the handoff section runs both) [lines]
   --out DIR              results directory [bench/results/<date>/quick | bench/results/<date>]
   --no-save              print only, write nothing
   --estimate             print the plan and its estimated duration, run nothing
   --cpu-prof DIR         run the daemon under node --cpu-prof, profiles written to DIR
   --no-hdfs-checksum     turn the sidecar's end-to-end HDFS checksum off (webhdfs.checksum: false)
   -h, --help`
+
+function one (value, allowed, flag) {
+  if (!allowed.includes(value)) throw new Error(`${flag}: unknown ${JSON.stringify(value)} (allowed: ${allowed.join(', ')})`)
+  return value
+}
 
 function list (value, allowed, flag) {
   const items = value.split(',').map((s) => s.trim()).filter(Boolean)
@@ -189,6 +198,7 @@ export function parseCli (argv) {
       'web-seconds': { type: 'string' },
       'reuse-files': { type: 'string' },
       'reuse-runs': { type: 'string' },
+      protocol: { type: 'string' },
       out: { type: 'string' },
       'no-save': { type: 'boolean', default: false },
       estimate: { type: 'boolean', default: false },
@@ -229,6 +239,7 @@ export function parseCli (argv) {
     webSeconds: int('web-seconds', p.webSeconds),
     reuseFiles: int('reuse-files', p.reuseFiles),
     reuseRuns: int('reuse-runs', p.reuseRuns),
+    protocol: values.protocol === undefined ? 'lines' : one(values.protocol, PROTOCOLS, '--protocol'),
     out: values.out ?? null,
     save: !values['no-save'],
     estimateOnly: values.estimate,

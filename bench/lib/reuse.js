@@ -65,7 +65,7 @@ async function reuseRuns ({ opts, progress, daemon, mode, http, files }) {
       const prefix = `reuse-${variant}-${mode}-${run}`
       const cpu0 = cpuSeconds(daemon.pid)
       const r = await runPhp('reuse.php', {
-        variant, files, url: http.uploadUrl, remotePrefix: prefix, socket: daemon.socketPath, sidecarTarget: http.sidecarName, parallel: PARALLEL
+        variant, files, url: http.uploadUrl, remotePrefix: prefix, socket: daemon.socketPath, protocol: opts.protocol, sidecarTarget: http.sidecarName, parallel: PARALLEL
       })
       const daemonCpuS = variant === 'sidecar' ? cpuSeconds(daemon.pid) - cpu0 : 0
       check(r.failed === 0, `${variant}: ${r.failed} uploads failed: ${r.firstErrors.join('; ')}`)

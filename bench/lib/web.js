@@ -35,13 +35,13 @@ export function requireWrk () {
 
 // nginx + php-fpm (private configs, test/harness/nginx-fpm.js) serving bench/php/web, the pages
 // PUTting to `url` (httpd, or the delaying proxy in front of it) and handing off to `target`.
-async function startWebServer (env, { url, target }) {
+async function startWebServer (env, { url, target, protocol }) {
   const file = path.join(env.filesDir, 'web.bin')
   await fs.writeFile(file, randomFillSync(Buffer.alloc(FILE_BYTES)))
   const web = await startNginxFpm({
     docroot: path.join(PHP_DIR, 'web'),
     maxChildren: WORKERS,
-    env: { BENCH_SOCKET: env.daemon.socketPath, BENCH_SIDECAR_TARGET: target, BENCH_FILE: file, BENCH_URL: url }
+    env: { BENCH_SOCKET: env.daemon.socketPath, BENCH_PROTOCOL: protocol, BENCH_SIDECAR_TARGET: target, BENCH_FILE: file, BENCH_URL: url }
   })
   onCleanup(() => web.stop())
   return { base: web.url + '/', pid: web.fpmPid, stop: web.stop }
@@ -85,7 +85,7 @@ export async function runWeb (env, opts, progress) {
   const records = []
   try {
     for (const rttMs of WEB_RTTS_MS) {
-      const server = await startWebServer(env, rttMs ? { url: farUrl, target: farTarget } : { url: http.uploadUrl, target: http.sidecarName })
+      const server = await startWebServer(env, { protocol: opts.protocol, ...(rttMs ? { url: farUrl, target: farTarget } : { url: http.uploadUrl, target: http.sidecarName }) })
       try {
         for (const page of WEB_PAGES) records.push(await runPage(env, opts, progress, { daemon, server, page, rttMs }))
       } finally {

@@ -43,7 +43,7 @@ if ($role === 'redis-check') {
 $count = (int) $a['count'];
 $call = match ($role) {
     'sidecar' => (static function () use ($a): callable {
-        $client = new Client(['socket' => $a['socket'], 'read_timeout' => 120.0]);
+        $client = new Client(['socket' => $a['socket'], 'protocol' => $a['protocol'], 'read_timeout' => 120.0]);
         return static fn (string $remote): string => $client->upload($a['target'], $a['file'], $remote);
     })(),
     'redis' => (static function () use ($a): callable {

@@ -46,7 +46,7 @@ $cpu0 = cpuSeconds();
 $started = hrtime(true);
 switch ($a['variant']) {
     case 'sidecar':
-        $client = new Client(['socket' => $a['socket'], 'read_timeout' => 60.0]);
+        $client = new Client(['socket' => $a['socket'], 'protocol' => $a['protocol'], 'read_timeout' => 60.0]);
         $ids = [];
         foreach ($files as $i => $file) {
             try {

@@ -8,7 +8,7 @@
 // errors and durability as POST /v1/jobs (scheduler.submit); what it leaves out is node's HTTP
 // server, 2.5–3× a bare socket's cost per exchange (bench/handoff-floor.js).
 import { InvalidJsonError, InvalidRequestError, PayloadTooLargeError, UnauthorizedError } from '../errors.js'
-import { MAX_BODY_BYTES, asSidecarError, retryAfterSeconds, tokenMatcher } from './respond.js'
+import { MAX_BODY_BYTES, errorAnswer, logHandoff, tokenMatcher } from './respond.js'
 import { parseJson, strictUtf8 } from './submit.js'
 
 const NEWLINE = 0x0a
@@ -163,21 +163,14 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
         status = reply.status
         return reply
       } finally {
-        // As POST /v1/jobs logs (submit.js): an accepted job when it ends, a refused one here.
-        const level = status < 300 ? 'debug' : 'info'
-        if (logger.isLevelEnabled?.(level) ?? true) {
-          logger[level]?.({ protocol: 'lines', status, ms: Number(process.hrtime.bigint() - started) / 1e6 }, 'request')
-        }
+        logHandoff(logger, { protocol: 'lines' }, status, started)
       }
     }
 
     // A refused line, answered as POST /v1/jobs answers the error.
     function failure (err) {
-      const error = asSidecarError(err)
-      if (error.statusCode >= 500) logger.error({ err }, 'request failed')
-      const answer = { status: error.statusCode, error: { code: error.code, message: error.message } }
-      const retryAfter = retryAfterSeconds(error)
-      if (retryAfter) answer.retryAfter = retryAfter
+      const { error, body, retryAfter } = errorAnswer(err, logger)
+      const answer = { status: error.statusCode, ...body, ...(retryAfter && { retryAfter }) }
       return { status: error.statusCode, text: JSON.stringify(answer) + '\n', close: error.code === 'UNAUTHORIZED' }
     }
 

@@ -29,9 +29,22 @@ export function asSidecarError (err) {
   return new InternalError('internal error')
 }
 
-// Seconds a caller should wait before it submits again, or null: the answer is final.
-export function retryAfterSeconds (error) {
-  return RETRY_LATER.has(error.code) || error.statusCode === 503 ? 1 : null
+// What any thrown error is answered with, over HTTP (sendError) and the line protocol (lines.js):
+// its SidecarError, the `{"error":{code,message}}` body, and the seconds to wait before a retry
+// (null: the answer is final). An unexpected error is logged here.
+export function errorAnswer (err, logger) {
+  const error = asSidecarError(err)
+  if (error.statusCode >= 500) logger.error({ err }, 'request failed')
+  const retryAfter = RETRY_LATER.has(error.code) || error.statusCode === 503 ? 1 : null
+  return { error, body: { error: { code: error.code, message: error.message } }, retryAfter }
+}
+
+// A hand-off's line in the log: a refused one at info; an accepted one at debug (its job is logged
+// when it ends, scheduler.js).
+export function logHandoff (logger, fields, status, started) {
+  const level = status < 300 ? 'debug' : 'info'
+  if (logger.isLevelEnabled?.(level) === false) return
+  logger[level]?.({ ...fields, status, ms: Number(process.hrtime.bigint() - started) / 1e6 }, 'request')
 }
 
 export function sendJson (res, status, body, headers = {}) {
@@ -41,10 +54,9 @@ export function sendJson (res, status, body, headers = {}) {
 }
 
 export function sendError (res, err, logger) {
-  const error = asSidecarError(err)
-  if (error.statusCode >= 500) logger.error({ err }, 'request failed')
+  const { error, body, retryAfter } = errorAnswer(err, logger)
   if (res.headersSent) return res.destroy() // mid-body: the client must see a truncated answer
-  const headers = retryAfterSeconds(error) ? { 'retry-after': String(retryAfterSeconds(error)) } : {}
+  const headers = retryAfter ? { 'retry-after': String(retryAfter) } : {}
   if (error.code === 'UNAUTHORIZED') headers['www-authenticate'] = 'Bearer realm="transfer-sidecar"'
-  sendJson(res, error.statusCode, { error: { code: error.code, message: error.message } }, headers)
+  sendJson(res, error.statusCode, body, headers)
 }

@@ -2,7 +2,7 @@
 // body (≤ 64 KiB), parse, submit (which journals the job), answer. Same checks and errors as the
 // other routes (respond.js).
 import { InvalidJsonError, PayloadTooLargeError, UnauthorizedError, InvalidRequestError } from '../errors.js'
-import { MAX_BODY_BYTES, tokenMatcher, sendJson, sendError } from './respond.js'
+import { MAX_BODY_BYTES, tokenMatcher, sendJson, sendError, logHandoff } from './respond.js'
 
 export function isSubmit (req) {
   if (req.method !== 'POST') return false
@@ -89,9 +89,7 @@ export function submitHandler ({ config, scheduler, logger }) {
       if (err instanceof PayloadTooLargeError) res.shouldKeepAlive = false // the rest of the body is not read
       sendError(res, err, logger)
     } finally {
-      // An accepted job is logged when it ends (scheduler.js); a refused hand-off here.
-      const level = res.statusCode < 300 ? 'debug' : 'info'
-      logger[level]?.({ method: 'POST', path: '/v1/jobs', status: res.statusCode, ms: Number(process.hrtime.bigint() - start) / 1e6 }, 'request')
+      logHandoff(logger, { method: 'POST', path: '/v1/jobs' }, res.statusCode, start)
     }
   }
 }

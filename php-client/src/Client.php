@@ -396,15 +396,13 @@ final class Client
             }
             if ($this->protocol === 'lines') {
                 $answer = $this->lineExchange($body);
-                if (($answer['status'] === 202 || $answer['status'] === 200) && ($answer['id'] ?? null) === $id) {
+                if (self::tookJob($answer['status'], $answer, $id)) {
                     return $this->handedOff($id, $started);
                 }
                 $reason = $this->lineFailure($answer, $id);
             } else {
                 $response = $this->exchange('POST', '/v1/jobs', $body, $this->readTimeout);
-                // The daemon answers {"id","state"} of this job: any other 200 (a proxy's page,
-                // another service on the port) is not a hand-off, and goes to the spool.
-                if (($response->status === 202 || $response->status === 200) && ($response->json()['id'] ?? null) === $id) {
+                if (self::tookJob($response->status, $response->json(), $id)) {
                     return $this->handedOff($id, $started);
                 }
                 $reason = $this->failure($response, $id);
@@ -424,6 +422,17 @@ final class Client
             throw new SpoolException(sprintf('the daemon could not take job %s (%s) and %s', $id, $reason->getMessage(), $e->getMessage()), 0, $reason);
         }
         return $this->handedOff($id, $started);
+    }
+
+    /**
+     * Whether an answer is the daemon's {"id","state"} of this job (202, or 200 for a resubmission):
+     * any other 200 (a proxy's page, another service on the port) is not a hand-off, and goes to the spool.
+     *
+     * @param array<string, mixed>|null $answer
+     */
+    private static function tookJob(int $status, ?array $answer, string $id): bool
+    {
+        return ($status === 202 || $status === 200) && ($answer['id'] ?? null) === $id;
     }
 
     /** Records the hand-off's duration (to the daemon's 202, or the spool write); returns the id. */

@@ -110,9 +110,7 @@ final class Connection
         $stream = $this->stream();
         $line = @fgets($stream, 70000);
         if ($line === false || !str_ends_with($line, "\n")) {
-            if (stream_get_meta_data($stream)['timed_out'] ?? false) {
-                throw new ConnectionException('read timed out waiting for the daemon');
-            }
+            Wire::throwIfTimedOut($stream);
             if ($line === false || $line === '') {
                 return null;
             }

@@ -272,7 +272,7 @@ final class Wire
     }
 
     /** @param resource $stream */
-    private static function throwIfTimedOut($stream): void
+    public static function throwIfTimedOut($stream): void
     {
         $meta = stream_get_meta_data($stream);
         if ($meta['timed_out'] ?? false) {

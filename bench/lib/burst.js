@@ -99,6 +99,7 @@ function listFiles (dir) {
 async function sidecarBurst ({ env, opts, progress, mode, file }) {
   const storeDir = path.join(env.workDir, `burst-store-${mode}`)
   const daemon = await env.startDaemon(`burst-${mode}`, {
+    smallJobs: true,
     journal: mode,
     queue: { keepFinished: KEEP_FINISHED },
     targets: { [STORE]: { type: 'file', dir: storeDir } }

@@ -150,9 +150,7 @@ function one (value, allowed, flag) {
 
 function list (value, allowed, flag) {
   const items = value.split(',').map((s) => s.trim()).filter(Boolean)
-  for (const item of items) {
-    if (!allowed.includes(item)) throw new Error(`${flag}: unknown ${JSON.stringify(item)} (allowed: ${allowed.join(', ')})`)
-  }
+  for (const item of items) one(item, allowed, flag)
   if (items.length === 0) throw new Error(`${flag}: empty list`)
   return [...new Set(items)]
 }

@@ -17,8 +17,8 @@ import { GiB } from './stats.js'
 export const WIDE = '-wide'
 // The warm-up jobs' file: large enough for the hashing thread (src/digest.js, 8 MiB and up).
 const WARM_UP_BYTES = 16 << 20
-// Then small jobs, one after the other, so that the small-job path is JIT-compiled before the
-// hand-off sections time anything.
+// Then, for the small-job sections (startDaemon's `smallJobs`), small jobs one after the other, so
+// that the small-job path is JIT-compiled before they time anything.
 const WARM_UP_SMALL_JOBS = 300
 
 export async function ensureFreeSpace (dir, needBytes) {
@@ -43,8 +43,8 @@ export async function setupEnv (opts, progress) {
   // The first job of a fresh daemon is several times slower than the next ones (the hashing
   // thread's start, JIT, the first connections and journal writes: +60–180 ms at 10–128 MiB here), and
   // a daemon in production is not fresh. So each daemon gets an untimed upload and download first,
-  // and WARM_UP_SMALL_JOBS small uploads.
-  async function warmUp (d) {
+  // and, with `smallJobs`, WARM_UP_SMALL_JOBS small uploads.
+  async function warmUp (d, { smallJobs }) {
     const target = Object.values(targets)[0]
     if (!target) return
     const local = path.join(filesDir, 'warm-up.bin')
@@ -53,7 +53,7 @@ export async function setupEnv (opts, progress) {
     const small = path.join(filesDir, 'warm-up-small.bin')
     await createTestFile(small, 4096)
     const jobs = [{ direction: 'upload', local, remote: '/warm-up.bin' }, { direction: 'download', local: back, remote: '/warm-up.bin' },
-      ...Array.from({ length: WARM_UP_SMALL_JOBS }, () => ({ direction: 'upload', local: small, remote: '/warm-up-small.bin' }))]
+      ...Array.from({ length: smallJobs ? WARM_UP_SMALL_JOBS : 0 }, () => ({ direction: 'upload', local: small, remote: '/warm-up-small.bin' }))]
     try {
       for (const job of jobs) {
         const { id } = await d.submit({ ...job, target: target.sidecarName, overwrite: true })
@@ -99,8 +99,9 @@ export async function setupEnv (opts, progress) {
 
     // Stops the previous daemon and starts a new one with an empty state directory, warmed up.
     // `journal`: the daemon's journal.sync mode ("fsync", the default, is left out of the config);
-    // `queue` adds to the queue settings, `targets` adds targets (e.g. a file target).
-    async startDaemon (section, { quiet = false, journal = 'fsync', queue = {}, targets: more = {} } = {}) {
+    // `queue` adds to the queue settings, `targets` adds targets (e.g. a file target); `smallJobs`:
+    // the warm-up includes small uploads (the hand-off, burst, reuse and web sections).
+    async startDaemon (section, { quiet = false, journal = 'fsync', queue = {}, targets: more = {}, smallJobs = false } = {}) {
       if (daemon) await daemon.stop()
       if (opts.cpuProfDir) await fs.mkdir(opts.cpuProfDir, { recursive: true })
       const d = await startSidecar({
@@ -116,7 +117,7 @@ export async function setupEnv (opts, progress) {
       onExitKill(() => d.killNow())
       daemon = d
       d.idleRssMiB = statusKiB(d.pid, 'VmRSS') / 1024
-      await warmUp(d)
+      await warmUp(d, { smallJobs })
       d.journal = journal
       if (!quiet) progress.log(`daemon for ${section} (journal ${journal}): pid ${d.pid}, ${d.socketPath}, idle RSS ${d.idleRssMiB.toFixed(1)} MiB`)
       return d

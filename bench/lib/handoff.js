@@ -142,7 +142,7 @@ export async function runHandoff (env, opts, progress) {
   for (const mode of sidecars.length ? opts.journalModes : []) {
     let daemon
     try {
-      daemon = await env.startDaemon(`handoff-${mode}`, { journal: mode })
+      daemon = await env.startDaemon(`handoff-${mode}`, { journal: mode, smallJobs: true })
     } catch (err) {
       // e.g. a daemon that does not know journal.sync yet: the other mode still runs.
       skippedModes.push({ mode, error: err.message.split('\n')[0] })

@@ -293,6 +293,8 @@ export function goals (results) {
 function method (params) {
   const p = params
   const ran = (section) => p.sections.includes(section)
+  const smallJobs = ['handoff', 'burst', 'reuse', 'web'].some(ran)
+  const protocol = p.protocol ?? 'http' // runs before the option were all HTTP
   const sizesAscend = ran('throughput')
     ? ` One daemon serves the
   whole throughput section and sizes ascend, so a size's peak also holds what smaller ones left resident.`
@@ -300,7 +302,7 @@ function method (params) {
   const bullets = [
     [true, `- The daemon runs as in production: \`node ${NODE_FLAGS.join(' ')} bin/transfer-sidecar.js\` (flags from the bin's
   shebang), its config listing loopback TCP and a unix socket, log level warn; a fresh one per section,
-  warmed up by an untimed upload and download of 16 MiB and 300 uploads of 4 KiB, one after the other (a fresh daemon's first jobs are much slower).`],
+  warmed up by an untimed upload and download of 16 MiB${smallJobs ? ' (in the hand-off, burst, reuse and web sections also 300 uploads of 4 KiB, one after the other)' : ''} (a fresh daemon's first jobs are much slower).`],
     [ran('throughput') || ran('concurrency'), `- Every competitor runs in the same run; per size, the competitors of a direction go back to back
   and their order rotates from run to run. Ratios are medians of per-run ratios (paired), so the
   machine's drift (it is shared) cancels as far as possible. Compare ratios, not absolute figures.`],
@@ -365,7 +367,7 @@ function method (params) {
   \`fs.fdatasyncSync\` (both direct system calls, no thread pool), on the file system of the daemon's state
   directory; its "all CPU" is the bench process's.`],
     [ran('burst'), `- Burst (issue #18, 4): ${p.burstClients} php processes (bench/php/burst.php) each hand off a share of ${p.burstJobs} uploads of
-  one 4 KiB file to a \`file\` target, back to back over the unix socket, one kept-alive Client each (protocol ${p.protocol ?? 'http'}); they
+  one 4 KiB file to a \`file\` target, back to back over the unix socket, one kept-alive Client each (protocol ${protocol}); they
   start together (each creates a ready file once its client exists, then polls for a go file every 100 µs).
   hand-offs/s = acked jobs / (first client's start → last client's last ack), one clock (microtime) for all.
   Once per journal mode, each on a fresh daemon with \`queue.keepFinished\` ${KEEP_FINISHED_DOC} (\`queue.limit\` 1,000,000, so the
@@ -378,14 +380,14 @@ function method (params) {
   The anchor: the same clients LPUSHing the same job body to the redis-server above; lost/duplicated from
   the list's length and distinct ids afterwards.`],
     [ran('web'), `- Web endpoint: Debian's nginx and php-fpm 8.2 on private configs, pool \`pm = static\` with 8 workers,
-  \`wrk -t2 -c16 -d${p.webSeconds}s\` per page, 20 warm-up requests per page; a new Client (and connection) per request (protocol ${p.protocol ?? 'http'}).
+  \`wrk -t2 -c16 -d${p.webSeconds}s\` per page, 20 warm-up requests per page; a new Client (and connection) per request (protocol ${protocol}).
   direct.php PUTs 4 KiB to httpd with php-curl, then answers; finish.php answers, calls \`fastcgi_finish_request()\`,
   then does the same PUT in the same worker; handoff.php hands the upload to the daemon. Each page once with httpd
   on loopback and once 10 ms round trip away: the tests' TCP proxy (this kernel has no netem) holds each direction 5 ms (and a new connection
   one round trip), for the pages' php-curl and the daemon's target alike. PHP CPU is php-fpm's (master and
   workers); nginx's is not counted.`],
     [ran('reuse'), `- Connection reuse: ${p.reuseFiles} files of 4 KiB to httpd, ${p.reuseRuns} run(s); curl_multi with 4 transfers in flight, as
-  many as the sidecar's default per-target concurrency; the sidecar's PHP client over ${p.protocol ?? 'http'}. Once per journal mode (${(p.journalModes ?? ['fsync']).join(', ')}), on a fresh daemon each,
+  many as the sidecar's default per-target concurrency; the sidecar's PHP client over ${protocol}. Once per journal mode (${(p.journalModes ?? ['fsync']).join(', ')}), on a fresh daemon each,
   the php-curl variants again beside it; "÷ php-new-handle" pairs runs of the same mode.`]
   ]
   return bullets.filter(([on]) => on).map(([, text]) => text).join('\n')

@@ -43,7 +43,7 @@ export async function runReuse (env, opts, progress) {
     for (const mode of opts.journalModes) {
       let daemon
       try {
-        daemon = await env.startDaemon(`reuse-${mode}`, { journal: mode })
+        daemon = await env.startDaemon(`reuse-${mode}`, { journal: mode, smallJobs: true })
       } catch (err) {
         // e.g. a daemon that does not know journal.sync yet: the other mode still runs.
         skippedModes.push({ mode, error: err.message.split('\n')[0] })

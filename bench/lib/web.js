@@ -81,7 +81,7 @@ export async function runWeb (env, opts, progress) {
   onCleanup(() => far.stop())
   const farUrl = new URL(httpd.pathname, far.url).href
   const farTarget = http.sidecarName + '-10ms'
-  const daemon = await env.startDaemon('web', { targets: { [farTarget]: { ...http.sidecarConfig, url: farUrl } } })
+  const daemon = await env.startDaemon('web', { smallJobs: true, targets: { [farTarget]: { ...http.sidecarConfig, url: farUrl } } })
   const records = []
   try {
     for (const rttMs of WEB_RTTS_MS) {

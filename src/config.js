@@ -33,7 +33,7 @@ const TARGET_COMMON = ['type', 'concurrency', 'retry', 'timeouts', 'tempSuffix',
 export const DIGESTS = Object.freeze(['sha256', 'none'])
 const TARGET_KEYS = {
   webhdfs: [...TARGET_COMMON, 'namenodes', 'user', 'base', 'delegation', 'headers', 'checksum'],
-  http: [...TARGET_COMMON, 'url', 'atomic'],
+  http: [...TARGET_COMMON, 'url', 'atomic', 'atomicPut'],
   file: [...TARGET_COMMON, 'dir']
 }
 
@@ -228,6 +228,8 @@ function validateTarget (name, t, top) {
     out.url = url.href
     if (t.atomic !== undefined && typeof t.atomic !== 'boolean') throw new ConfigError(`${field}.atomic`, 'must be true or false')
     out.atomic = t.atomic ?? true
+    if (t.atomicPut !== undefined && typeof t.atomicPut !== 'boolean') throw new ConfigError(`${field}.atomicPut`, 'must be true or false')
+    out.atomicPut = t.atomicPut ?? false
   } else {
     out.dir = realDir(t.dir, `${field}.dir`, { create: true })
   }

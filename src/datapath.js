@@ -5,6 +5,7 @@
 // buffer back once it has been hashed and written. The pool being empty is the backpressure.
 import fs from 'node:fs'
 import { Readable, Writable } from 'node:stream'
+import { SizeMismatchError } from './errors.js'
 
 // 1 MiB buffers, up to 8 per transfer. Against 8 × 256 KiB, a 1 GiB download from httpd took
 // 10–25 % less CPU (fewer socket reads, file writes and hashing-thread round trips); 8 of them
@@ -160,11 +161,16 @@ export class BufferPool {
 // `syncRead`: read(2) on this thread, for a small file: from the page cache it costs a few µs, a
 // read through the thread pool tens of µs of CPU (two thread hand-offs), as paths.js found for open
 // and stat.
-export function fileSource (fd, { pool, start = 0, end = Infinity, syncRead = false }) {
+// `size`: the source must hold exactly that many bytes (an upload's declared Content-Length). It
+// reads up to one byte beyond, and a source found longer or shorter fails with SIZE_MISMATCH before
+// that read is pushed: a request body is never sent longer than declared, and one that would come
+// short is cut (the server then stores nothing) rather than left waiting for its last bytes.
+export function fileSource (fd, { pool, start = 0, end = Infinity, size, syncRead = false }) {
   let position = start
   let reading = false
   let afterRead = null // a destroy waiting for the read in flight
   const read = syncRead ? readOnThisThread : fs.read
+  if (size !== undefined) end = start + size + 1
   return new Readable({
     // Reads ahead (up to READ_AHEAD, bounded by the pool): the next chunk comes off the disk while
     // this one is hashed and sent.
@@ -178,9 +184,11 @@ export function fileSource (fd, { pool, start = 0, end = Infinity, syncRead = fa
         reading = true
         read(fd, buf, 0, want, position, (err, n) => {
           reading = false
-          if (afterRead || err || n === 0) {
+          const changed = !err && size !== undefined && (n < want ? position + n - start !== size : position + n - start > size)
+          if (afterRead || err || n === 0 || changed) {
             pool.release(buf)
             if (afterRead) return afterRead()
+            if (changed) err = new SizeMismatchError(n < want ? `the source file has ${position + n - start} bytes now, ${size} when the upload started` : `the source file has grown past the ${size} bytes it had when the upload started`)
             return err ? this.destroy(err) : this.push(null)
           }
           position += n

@@ -214,8 +214,8 @@ export class Scheduler {
     if (FINAL_STATES.has(job.state)) throw new JobFinishedError(`job ${id} already ${job.state}`)
     // Verified and being published (maybe already renamed into place by the server, its answer
     // lost): too late to cancel; the job ends as its publish does.
-    if (job.phase === 'publishing') throw new JobFinishedError(`job ${id} is publishing its verified file; too late to cancel`)
     const run = this.running.get(id)
+    if (job.phase === 'publishing' || run?.publishing) throw new JobFinishedError(`job ${id} is publishing its verified file; too late to cancel`)
     if (run) {
       run.controller.abort('cancel')
       await run.promise
@@ -341,7 +341,11 @@ export class Scheduler {
         onVerified: ({ bytes, sha256 }) => {
           Object.assign(job, { phase: 'publishing', bytes, sha256 })
           return this.#save(job)
-        }
+        },
+        // A direct PUT (transfer.js) has sent its last byte: the server may have published it,
+        // so a cancel is refused as in the publishing phase (nothing to journal: a crash here
+        // repeats the PUT, which recognises its own file).
+        onPublishing: () => { run.publishing = true }
       }
       const resumed = job.phase === 'publishing' ? await finishPublish(job, deps) : null
       delete job.phase

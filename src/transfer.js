@@ -72,11 +72,20 @@ function verify ({ bytes, size, sha256, expected, what }) {
 
 const tempPathOf = (backend, job) => backend.atomic === false ? job.remote : uploadTempPath(job.remote, job.id, backend.tempSuffix)
 
+// A server whose own PUT is atomic (http target `atomicPut`) publishes a small upload with the PUT
+// itself, to the final name: one request instead of PUT and MOVE, and nothing to journal between
+// them. Not with an expected sha256, which must match before anything is published; not for large
+// files, where the name is checked (If-None-Match) when the PUT starts, long before its rename.
+const DIRECT_PUT_BYTES = 1 << 20
+const putsDirect = (backend, job, size) => backend.atomicPut === true && !job.expectedSha256 && size <= DIRECT_PUT_BYTES
+
 // Upload: local file → temp name on the target → verify → publish under the final name.
 // `sha256: false`: the job's digest is "none" (size and the target's checksum are still checked).
-export async function upload (job, { backend, roots, signal, onStart, onProgress, onVerified, sha256: hashing = true }) {
+// `onPublishing`: a direct PUT's body is all sent; the server may publish it from now on.
+export async function upload (job, { backend, roots, signal, onStart, onProgress, onVerified, onPublishing, sha256: hashing = true }) {
   const source = await openSource(job.local, roots)
-  const tmp = tempPathOf(backend, job)
+  const direct = putsDirect(backend, job, source.size)
+  const tmp = direct ? job.remote : tempPathOf(backend, job)
   let written = false
   let pool = null
   let meter = null
@@ -85,8 +94,8 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     await onStart?.({ size: source.size })
     // Every backend's publish refuses an existing name (the contract suite checks it), so with a
     // temp name this is only an early way out: a round trip saved for a small file, a useless
-    // upload spared for a large one.
-    const earlyCheck = tmp === job.remote || source.size > EARLY_EXISTS_CHECK_BYTES
+    // upload spared for a large one. A direct PUT asks the server itself (If-None-Match).
+    const earlyCheck = !direct && (tmp === job.remote || source.size > EARLY_EXISTS_CHECK_BYTES)
     if (!job.overwrite && earlyCheck && await backend.stat(job.remote, { signal })) {
       throw new RemoteExistsError(`${job.remote} exists on target ${JSON.stringify(job.target)} and overwrite is false`)
     }
@@ -97,10 +106,22 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     // Read into reused pool buffers; the target's sink hashes each chunk and gives it back.
     pool = BufferPool.forTransfer()
     meter = new Meter(onProgress, { checksum, pool, size: source.size, sha256: hashing })
-    const sink = await backend.openWrite(tmp, { size: source.size, signal, blockSize: checksum?.blockSize, pool, meter })
+    const sink = await backend.openWrite(tmp, { size: source.size, signal, blockSize: checksum?.blockSize, pool, meter, create: direct && !job.overwrite })
     written = true
-    reader = fileSource(source.handle.fd, { pool, syncRead: source.size <= SYNC_READ_BYTES })
-    await sent(pipeline(reader, sink.stream, { signal }), sink.done, signal)
+    reader = fileSource(source.handle.fd, { pool, size: source.size, syncRead: source.size <= SYNC_READ_BYTES })
+    try {
+      await sent(pipeline(reader, sink.stream, { signal }), sink.done, signal, direct ? onPublishing : null)
+    } catch (err) {
+      // A name taken in a later attempt of a direct PUT may be this job's own earlier PUT, stored
+      // with its answer lost (a reset, a crash of ours): it is, if it holds the same bytes.
+      if (direct && job.attempts > 1 && err instanceof RemoteExistsError && !signal?.aborted) {
+        const sha256 = await sha256Stream(createReadStream(null, { fd: source.handle.fd, start: 0, autoClose: false }))
+        if (await remoteSha256(backend, job.remote, null, signal) === sha256) {
+          return { bytes: source.size, size: source.size, sha256: hashing ? sha256 : null }
+        }
+      }
+      throw err
+    }
     const { sha256, checksum: ours } = await meter.digest()
     verify({ bytes: meter.bytes, size: source.size, sha256, expected: job.expectedSha256, what: job.local })
     // The server's 2xx to a body of declared length says it stored that many bytes (HTTP/1.1
@@ -108,10 +129,13 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     const stored = checksum || !backend.confirmsWrittenSize ? await backend.stat(tmp, { signal }) : { size: meter.bytes }
     verify({ bytes: stored?.size, size: meter.bytes, what: `${job.target}:${tmp}` })
     const verified = checksum && await backend.verifyChecksum(tmp, ours, { signal, status: stored })
-    await onVerified?.({ bytes: meter.bytes, sha256 })
-    // Verified and journaled as publishing: from here on a cancel is refused (see Scheduler.cancel)
-    // and the publish runs to its end (bounded by idleMs), as the server may already have done it.
-    if (tmp !== job.remote) await backend.publish(tmp, job.remote, { overwrite: job.overwrite, size: meter.bytes })
+    if (tmp !== job.remote) {
+      await onVerified?.({ bytes: meter.bytes, sha256 })
+      // Verified and journaled as publishing: from here on a cancel is refused (see
+      // Scheduler.cancel) and the publish runs to its end (bounded by idleMs), as the server may
+      // already have done it.
+      await backend.publish(tmp, job.remote, { overwrite: job.overwrite, size: meter.bytes })
+    }
     written = false
     return { bytes: meter.bytes, size: source.size, sha256, ...(verified && { checksum: verified }) }
   } finally {
@@ -123,8 +147,8 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
   }
 }
 
-// Waits for the request body to be sent and the server's answer to it.
-async function sent (piping, answer, signal) {
+// Waits for the request body to be sent (then calls `onPiped`) and the server's answer to it.
+async function sent (piping, answer, signal, onPiped) {
   answer.catch(() => {}) // awaited below; not an unhandled rejection if the body fails first
   try {
     await piping
@@ -133,6 +157,7 @@ async function sent (piping, answer, signal) {
     const said = await Promise.race([answer.then(() => null, (e) => e), sleep(SERVER_ANSWER_GRACE_MS, null, { ref: false })])
     throw said instanceof SidecarError ? said : err
   }
+  onPiped?.()
   await answer
 }
 
@@ -391,19 +416,19 @@ export async function finishPublish (job, { backend, roots, signal }) {
   return null
 }
 
-async function sha256File (file) {
-  const hash = createHash('sha256')
-  await pipeline(createReadStream(file, { highWaterMark: CHUNK }), hash)
-  return hash.digest('hex')
-}
-
-// Read back through the target; only on the restart path above. `status`: its stat(), which
-// webhdfs then does not ask for again.
-async function remoteSha256 (backend, remote, status, signal) {
-  const { stream } = await backend.openRead(remote, { signal, status })
+async function sha256Stream (stream, signal) {
   const hash = createHash('sha256')
   await pipeline(stream, hash, { signal })
   return hash.digest('hex')
+}
+
+const sha256File = (file) => sha256Stream(createReadStream(file, { highWaterMark: CHUNK }))
+
+// Read back through the target; only where a publish may have been done by an attempt whose answer
+// was lost. `status`: its stat(), which webhdfs then does not ask for again.
+async function remoteSha256 (backend, remote, status, signal) {
+  const { stream } = await backend.openRead(remote, { signal, status })
+  return sha256Stream(stream, signal)
 }
 
 async function lstatOrNull (p) {

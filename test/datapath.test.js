@@ -256,6 +256,63 @@ describe('fileSource + requestSink', () => {
   })
 })
 
+// An upload declares its size (Content-Length) before the first byte: a source that turns out longer
+// or shorter fails before the read that shows it is pushed, so no body longer than declared is ever
+// sent, and one that would come short is cut rather than left waiting.
+describe('fileSource with `size`', () => {
+  async function read (content, size, poolOpts) {
+    const file = path.join(dir, `sized-${content.length}-${size}`)
+    await fs.writeFile(file, content)
+    const handle = await fs.open(file, 'r')
+    const pool = new BufferPool(poolOpts)
+    const pushed = []
+    try {
+      await pipeline(fileSource(handle.fd, { pool, size }), new Writable({
+        write (chunk, enc, cb) {
+          pushed.push(Buffer.from(chunk))
+          pool.release(chunk)
+          cb()
+        }
+      }))
+      return { bytes: Buffer.concat(pushed) }
+    } catch (err) {
+      return { err, bytes: Buffer.concat(pushed) }
+    } finally {
+      await handle.close()
+    }
+  }
+
+  it('pushes a file of exactly `size` bytes, in one read when a buffer holds it', async () => {
+    const reads = vi.spyOn(fsSync, 'read')
+    try {
+      const r = await read(Buffer.alloc(4096, 3), 4096, { count: 4, size: 64 * 1024 })
+      expect(r.err).toBeUndefined()
+      expect(r.bytes.length).toBe(4096)
+      expect(reads).toHaveBeenCalledTimes(1)
+    } finally {
+      reads.mockRestore()
+    }
+    expect((await read(Buffer.alloc(3000, 3), 3000, { count: 4, size: 1024 })).bytes.length).toBe(3000)
+    expect((await read(Buffer.alloc(0), 0, { count: 4, size: 1024 })).bytes.length).toBe(0)
+  })
+
+  it('fails a longer file with SIZE_MISMATCH without pushing a byte beyond `size`', async () => {
+    const one = await read(Buffer.alloc(4097, 4), 4096, { count: 4, size: 64 * 1024 })
+    expect(one.err).toMatchObject({ code: 'SIZE_MISMATCH' })
+    expect(one.bytes.length).toBe(0)
+    const chunked = await read(Buffer.alloc(5000, 4), 3072, { count: 4, size: 1024 })
+    expect(chunked.err).toMatchObject({ code: 'SIZE_MISMATCH' })
+    expect(chunked.bytes.length).toBeLessThanOrEqual(3072)
+  })
+
+  it('fails a shorter file with SIZE_MISMATCH', async () => {
+    const r = await read(Buffer.alloc(4000, 5), 4096, { count: 4, size: 64 * 1024 })
+    expect(r.err).toMatchObject({ code: 'SIZE_MISMATCH' })
+    expect(r.err.message).toContain('4000 bytes now, 4096')
+    expect((await read(Buffer.alloc(2000, 5), 3072, { count: 4, size: 1024 })).err).toMatchObject({ code: 'SIZE_MISMATCH' })
+  })
+})
+
 describe('fileSink', () => {
   // pwrite(2) may take fewer bytes than asked (a disk full for a moment, a FUSE file system); the
   // rest of the chunk must still reach the file, or it keeps a hole of zeros where the sha256 and

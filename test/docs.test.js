@@ -34,7 +34,7 @@ describe('README', () => {
       ...Object.keys(DEFAULTS.timeouts).map((k) => `timeouts.${k}`),
       'spool.dir', 'spool.intervalMs', 'callbacks.allow', 'callbacks.secret', 'callbacks.attempts', 'callbacks.timeoutMs',
       'webhdfs.namenodes', 'webhdfs.user', 'webhdfs.base', 'webhdfs.delegation', 'webhdfs.headers', 'webhdfs.checksum',
-      'http.url', 'http.atomic', 'file.dir', 'targets.*.concurrency', 'targets.*.tempSuffix']
+      'http.url', 'http.atomic', 'http.atomicPut', 'file.dir', 'targets.*.concurrency', 'targets.*.tempSuffix']
     for (const key of keys) expect(table, key).toContain(`\`${key}\``)
   })
 

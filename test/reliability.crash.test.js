@@ -4,8 +4,8 @@
 // on the same state directory each time. A third of the jobs is handed over by Node over TCP,
 // two thirds by PHP (the acked TransferSidecar\Client, one process over the unix socket, one over
 // TCP) with the spool fallback: while the daemon is down PHP spools, and those jobs must run too.
-// Every job has overwrite=false and its expected sha256, so a double publish or a corrupt file
-// fails the job. Afterwards: every job succeeded exactly once, every remote and local file is
+// Every job has overwrite=false and (but for the httpd uploads that take the direct PUT, see
+// bodyOf) its expected sha256, so a double publish or a corrupt file fails the job. Afterwards: every job succeeded exactly once, every remote and local file is
 // there once with the right size and sha256, no other name (no temp, no partial) on any target or
 // in the local root, the spool is empty, and every id PHP got back is known to the daemon.
 // The kills are counted: how many transfers were running at each (GET /healthz just before it)
@@ -59,7 +59,7 @@ beforeAll(async () => {
     logLevel: 'info',
     targets: {
       hdfs: { type: 'webhdfs', namenodes: hdfs.namenodes, user: 'www-data', base: '/data', concurrency: 4 },
-      dav: { type: 'http', url: httpd.uploadUrl, concurrency: 4 }
+      dav: { type: 'http', url: httpd.uploadUrl, concurrency: 4, atomicPut: true }
     }
   }
   await fs.mkdir(config.spool.dir, { recursive: true })
@@ -161,8 +161,13 @@ async function prepare (jobs) {
   await httpd.chownToServer(path.join(httpd.davDir, 'crash'))
 }
 
+// Every other small upload to httpd goes without its expected sha256, so that it takes the target's
+// direct PUT (`atomicPut`): a kill between the server storing it and the journal recording it must
+// end in one success too (the next attempt reads the name back), checked by the sha256 the daemon
+// reports and the file on disk.
+const direct = (job) => job.target === 'dav' && job.direction === 'upload' && job.size <= MiB && job.i % 2 === 1
 const bodyOf = (job, id) => ({
-  ...(id && { id }), direction: job.direction, target: job.target, local: job.local, remote: job.remote, overwrite: false, sha256: job.sha256
+  ...(id && { id }), direction: job.direction, target: job.target, local: job.local, remote: job.remote, overwrite: false, ...(!direct(job) && { sha256: job.sha256 })
 })
 
 // Node's hand-offs over TCP with its own ids: retried with the same id until answered 2xx, as a

@@ -17,7 +17,8 @@ async function startHttpTarget ({ timeFile }) {
   return {
     name: 'http',
     sidecarName: 'files',
-    sidecarConfig: { type: 'http', url: srv.uploadUrl },
+    // mod_dav_fs's PUT is atomic (test/httpd-put.test.js): small uploads take one PUT.
+    sidecarConfig: { type: 'http', url: srv.uploadUrl, atomicPut: true },
     php: { type: 'http', url: srv.uploadUrl },
     server: `Apache httpd mod_dav at ${srv.url}`,
     uploadUrl: srv.uploadUrl,

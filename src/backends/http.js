@@ -4,6 +4,7 @@ import { Readable } from 'node:stream'
 import { pooledGet } from './http-get.js'
 import { requestSink } from '../datapath.js'
 import { createHttpClient, drain, putStream, readSmall, firstLine, statusError, encodePath } from './http-util.js'
+import { RemoteExistsError } from '../errors.js'
 
 // What tells that a file is still the same one (sent in If-Range): a strong ETag, else a
 // Last-Modified that is a strong validator, at least a second before the answer's Date (RFC 9110
@@ -93,6 +94,10 @@ export function createHttpBackend (target) {
   return {
     type: 'http',
     atomic: target.atomic,
+    // The server stores a PUT's body under a temp name of its own and renames it into place once
+    // every byte arrived (mod_dav_fs, nginx's dav module; `test/httpd-put.test.js`): small
+    // uploads publish with the PUT itself (transfer.js).
+    atomicPut: target.atomic !== false && target.atomicPut === true,
     tempSuffix: target.tempSuffix,
     confirmsWrittenSize: true, // a 2xx to a PUT with Content-Length (see transfer.js upload)
 
@@ -143,13 +148,19 @@ export function createHttpBackend (target) {
       return { stream: res.body, size, version, offset: start }
     },
 
-    async openWrite (remote, { size, signal, pool, meter } = {}) {
+    // `create`: only if the name is free (If-None-Match: *; a 412 is REMOTE_EXISTS).
+    async openWrite (remote, { size, signal, pool, meter, create = false } = {}) {
       await ensureCollections(remote, signal)
       const headers = { 'content-type': 'application/octet-stream' }
       if (size !== undefined) headers['content-length'] = String(size)
+      if (create) headers['if-none-match'] = '*'
       const put = putStream(urlFor(remote), { headers, signal, idleMs: target.timeouts?.idleMs, connectMs: target.timeouts?.connectMs, agent })
       const done = put.done.then(async (res) => {
         if (res.statusCode === 409) knownCollections.clear() // a collection vanished under us
+        if (res.statusCode === 412 && create) {
+          await drain(res.body)
+          throw new RemoteExistsError(`${remote} exists and overwrite is false (PUT with If-None-Match: HTTP 412)`)
+        }
         if (res.statusCode < 200 || res.statusCode >= 300) throw await fail(res, `PUT ${remote}`)
         res.body.resume()
       })

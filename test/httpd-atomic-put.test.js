@@ -1,0 +1,136 @@
+// http targets with `atomicPut`: a small upload is one PUT to the final name, which the server
+// (Apache mod_dav_fs, test/httpd-put.test.js) stores under a temp name of its own and renames into
+// place only once every byte arrived. Checked against the real httpd, with tcp-proxy.js in front to
+// see each request and to lose or hold the PUT's answer.
+import { describe, it, expect, beforeAll, afterAll, afterEach } from 'vitest'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { startHttpd } from './harness/httpd.js'
+import { startTcpProxy } from './harness/tcp-proxy.js'
+import { startTestSidecar, tempDir, waitFor } from './helpers/sidecar.js'
+import { makeFile, sha256File } from './helpers/files.js'
+
+const KiB = 1024
+const MiB = 1 << 20
+let httpd, proxy, sidecar, root
+
+beforeAll(async () => {
+  httpd = await startHttpd()
+  proxy = await startTcpProxy({ target: new URL(httpd.uploadUrl).host })
+  root = await tempDir('atomic-put-root-')
+  const url = new URL('/upload/', proxy.url).href
+  sidecar = await startTestSidecar({
+    roots: [root],
+    targets: {
+      direct: { type: 'http', url, atomicPut: true, timeouts: { idleMs: 1500 } },
+      moved: { type: 'http', url }
+    }
+  })
+})
+afterAll(async () => {
+  await sidecar?.stop()
+  await proxy?.stop()
+  await httpd?.stop()
+})
+afterEach(() => proxy.fault(null))
+
+// The request lines the proxy saw while `fn` ran.
+async function requestsDuring (fn) {
+  const before = proxy.requests.length
+  const result = await fn()
+  return { result, lines: proxy.requests.slice(before).map((r) => r.line) }
+}
+
+async function davFile (name, content) {
+  const file = path.join(httpd.davDir, name)
+  await fs.mkdir(path.dirname(file), { recursive: true })
+  await fs.writeFile(file, content)
+  await httpd.chownToServer(path.join(httpd.davDir, name.split('/')[0]))
+}
+
+describe('http target with atomicPut', () => {
+  it('uploads a small file with one PUT to its final name: no temp name, no MOVE', async () => {
+    const local = path.join(root, 'one.bin')
+    const sha = await makeFile(local, 4 * KiB, 1)
+    const { result: job, lines } = await requestsDuring(() => sidecar.api.run({ direction: 'upload', target: 'direct', local, remote: '/a/one.bin' }))
+    expect(job).toMatchObject({ state: 'succeeded', attempts: 1, bytes: 4 * KiB, sha256: sha })
+    expect(lines).toEqual(['MKCOL /upload/a/ HTTP/1.1', 'PUT /upload/a/one.bin HTTP/1.1'])
+    expect(await sha256File(path.join(httpd.davDir, 'a/one.bin'))).toBe(sha)
+    expect(await fs.readdir(path.join(httpd.davDir, 'a'))).toEqual(['one.bin'])
+
+    // The same job to a target without it: PUT to a temp name, then MOVE.
+    const moved = await requestsDuring(() => sidecar.api.run({ direction: 'upload', target: 'moved', local, remote: '/a/two.bin' }))
+    expect(moved.result.state).toBe('succeeded')
+    expect(moved.lines.filter((l) => !l.startsWith('MKCOL')).map((l) => l.split(' ')[0])).toEqual(['PUT', 'MOVE'])
+  })
+
+  it('overwrite false: an existing name is refused by the PUT itself (412) and left as it was', async () => {
+    await davFile('b/taken.bin', 'theirs')
+    const local = path.join(root, 'taken.bin')
+    await makeFile(local, 4 * KiB, 2)
+    const { result: job, lines } = await requestsDuring(() => sidecar.api.run({ direction: 'upload', target: 'direct', local, remote: '/b/taken.bin' }))
+    expect(job).toMatchObject({ state: 'failed', attempts: 1, error: { code: 'REMOTE_EXISTS' } })
+    expect(lines.filter((l) => !l.startsWith('MKCOL'))).toEqual(['PUT /upload/b/taken.bin HTTP/1.1'])
+    expect(await fs.readFile(path.join(httpd.davDir, 'b/taken.bin'), 'utf8')).toBe('theirs')
+
+    const replaced = await sidecar.api.run({ direction: 'upload', target: 'direct', local, remote: '/b/taken.bin', overwrite: true })
+    expect(replaced.state).toBe('succeeded')
+    expect(await sha256File(path.join(httpd.davDir, 'b/taken.bin'))).toBe(replaced.sha256)
+  })
+
+  it('an expected sha256, or a file over 1 MiB, still goes through a temp name and MOVE', async () => {
+    const small = path.join(root, 'expected.bin')
+    const sha = await makeFile(small, 4 * KiB, 3)
+    const expected = await requestsDuring(() => sidecar.api.run({ direction: 'upload', target: 'direct', local: small, remote: '/c/expected.bin', sha256: sha }))
+    expect(expected.result.state).toBe('succeeded')
+    expect(expected.lines.filter((l) => !l.startsWith('MKCOL')).map((l) => l.split(' ')[0])).toEqual(['PUT', 'MOVE'])
+
+    const large = path.join(root, 'large.bin')
+    await makeFile(large, MiB + 1, 4)
+    const big = await requestsDuring(() => sidecar.api.run({ direction: 'upload', target: 'direct', local: large, remote: '/c/large.bin' }))
+    expect(big.result.state).toBe('succeeded')
+    // GET of the first byte: over 1 MiB, "does it exist?" is asked before the upload.
+    expect(big.lines.map((l) => l.split(' ')[0])).toEqual(['GET', 'PUT', 'MOVE'])
+  })
+
+  it('a PUT stored but its answer lost: the next attempt finds its own file under the name and succeeds', async () => {
+    const local = path.join(root, 'lost.bin')
+    const sha = await makeFile(local, 8 * KiB, 5)
+    proxy.fault({ resetAfter: 0, connections: 1, match: /^PUT \/upload\/d\/lost\.bin/ })
+    const { result: job, lines } = await requestsDuring(() => sidecar.api.run({ direction: 'upload', target: 'direct', local, remote: '/d/lost.bin' }))
+    expect(job, JSON.stringify(job.error)).toMatchObject({ state: 'succeeded', attempts: 2, sha256: sha })
+    // attempt 1: PUT (stored, answer reset); attempt 2: PUT (412), GET (read back: the same bytes)
+    expect(lines.filter((l) => !l.startsWith('MKCOL')).map((l) => l.split(' ')[0])).toEqual(['PUT', 'PUT', 'GET'])
+    expect(await sha256File(path.join(httpd.davDir, 'd/lost.bin'))).toBe(sha)
+  })
+
+  it('…but a name another writer took meanwhile, with other bytes, is still REMOTE_EXISTS', async () => {
+    const local = path.join(root, 'raced.bin')
+    await makeFile(local, 8 * KiB, 6)
+    await davFile('e/.keep', '')
+    // The first PUT never reaches httpd (the proxy answers 503 itself); another writer takes the name.
+    proxy.fault({ status: 503, connections: 1, match: /^PUT \/upload\/e\/raced\.bin/ })
+    const submitted = await sidecar.api.submit({ direction: 'upload', target: 'direct', local, remote: '/e/raced.bin' })
+    expect(submitted.status).toBe(202)
+    await waitFor(() => proxy.stats.answered > 0)
+    await davFile('e/raced.bin', 'another writer')
+    const job = (await sidecar.api.job(submitted.json.id, 30)).json
+    expect(job).toMatchObject({ state: 'failed', error: { code: 'REMOTE_EXISTS' } })
+    expect(job.attempts).toBeGreaterThanOrEqual(2)
+    expect(await fs.readFile(path.join(httpd.davDir, 'e/raced.bin'), 'utf8')).toBe('another writer')
+  })
+
+  it('refuses a cancel once the PUT has sent its last byte (the server may have published it)', async () => {
+    const local = path.join(root, 'held.bin')
+    const sha = await makeFile(local, 4 * KiB, 7)
+    // httpd stores the file; its answer is held back (the target's idleMs then ends the attempt).
+    proxy.fault({ stallAfter: 0, connections: 1, match: /^PUT \/upload\/f\/held\.bin/ })
+    const submitted = await sidecar.api.submit({ direction: 'upload', target: 'direct', local, remote: '/f/held.bin' })
+    await waitFor(() => fs.stat(path.join(httpd.davDir, 'f/held.bin')).then(() => true, () => false))
+    const cancel = await sidecar.api.call('DELETE', `/v1/jobs/${submitted.json.id}`)
+    expect(cancel.status).toBe(409)
+    expect(cancel.json.error.code).toBe('JOB_FINISHED')
+    const job = (await sidecar.api.job(submitted.json.id, 30)).json
+    expect(job).toMatchObject({ state: 'succeeded', attempts: 2, sha256: sha })
+  })
+})

@@ -271,7 +271,8 @@ export function handoffGoals (results) {
     out.push({
       goal: `${r.files} files of 4 KiB to httpd: files/s ≥ php-curl new handle's ("${r.mode}" mode)`,
       met: known(r.vsNewHandle) ? r.vsNewHandle >= 1 : null,
-      detail: `${sp(r.filesPerSecond)} files/s against ${sp(newHandle?.filesPerSecond)} (median ratio ${f2(r.vsNewHandle)}; curl_multi ${sp(results.reuse.summary.find((x) => x.mode === r.mode && x.variant === 'php-multi')?.filesPerSecond)})`
+      detail: `${sp(r.filesPerSecond)} files/s against ${sp(newHandle?.filesPerSecond)} (median ratio ${f2(r.vsNewHandle)}; curl_multi ${sp(results.reuse.summary.find((x) => x.mode === r.mode && x.variant === 'php-multi')?.filesPerSecond)}); ` +
+        `CPU per file ${f2(r.cpuMsPerFile)} ms (PHP and daemon) against ${f2(newHandle?.cpuMsPerFile)}, a bare node PUT ${f2(results.reuse.summary.find((x) => x.mode === r.mode && x.variant === 'node-put')?.cpuMsPerFile)}`
     })
   }
   return out
@@ -388,7 +389,9 @@ function method (params) {
   workers); nginx's is not counted.`],
     [ran('reuse'), `- Connection reuse: ${p.reuseFiles} files of 4 KiB to httpd, ${p.reuseRuns} run(s); curl_multi with 4 transfers in flight, as
   many as the sidecar's default per-target concurrency; the sidecar's PHP client over ${protocol}. Once per journal mode (${(p.journalModes ?? ['fsync']).join(', ')}), on a fresh daemon each,
-  the php-curl variants again beside it; "÷ php-new-handle" pairs runs of the same mode.`]
+  the php-curl variants again beside it; "÷ php-new-handle" pairs runs of the same mode. \`node-put\` (bench/node-put.js) is a bare
+  node process under the daemon's flags that reads each file on its main thread and PUTs it over a keep-alive node:http agent, 4 at
+  once, with no job around it: the CPU a Node daemon's small upload cannot go below.`]
   ]
   return bullets.filter(([on]) => on).map(([, text]) => text).join('\n')
 }

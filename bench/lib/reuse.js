@@ -3,21 +3,28 @@
 // once), and by php-curl with a new handle per file, one reused handle, and curl_multi with as many
 // transfers in flight as the sidecar runs (4). Every file is then compared on httpd's disk.
 // Once per journal mode (issue #18), each on a fresh daemon, the php-curl variants run beside it
-// again, so that every mode's ratio pairs figures measured minutes apart at most.
+// again, so that every mode's ratio pairs figures measured minutes apart at most. Beside them
+// `node-put` (bench/node-put.js): a bare node process reading each file and PUTting it over a
+// keep-alive node:http agent, `concurrency` at once: the floor a Node daemon's small job starts
+// from, with no job machinery at all.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { randomFillSync } from 'node:crypto'
+import { execFile } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import { runPhp } from './php.js'
+import { NODE_FLAGS } from './sidecar.js'
 import { cpuSeconds } from './procfs.js'
 import { check } from './verify.js'
 import { distinct, median, pairedRatio, spread } from './stats.js'
 import { rotate } from './throughput.js'
 
-export const REUSE_VARIANTS = ['sidecar', 'php-new-handle', 'php-reused-handle', 'php-multi']
+export const REUSE_VARIANTS = ['sidecar', 'php-new-handle', 'php-reused-handle', 'php-multi', 'node-put']
 const FILE_BYTES = 4096
 const PARALLEL = 4 // the sidecar's default per-target concurrency
+const NODE_PUT = fileURLToPath(new URL('../node-put.js', import.meta.url))
 
-export const estimateReuse = (opts) => opts.journalModes.length * (3 + opts.reuseRuns * (2 + opts.reuseFiles * (0.004 + 0.0015 + 0.001 + 0.001 + 0.0005)))
+export const estimateReuse = (opts) => opts.journalModes.length * (3 + opts.reuseRuns * (2 + opts.reuseFiles * (0.004 + 0.0015 + 0.001 + 0.001 + 0.0005 + 0.0015)))
 
 async function makeFiles (dir, count) {
   await fs.mkdir(dir, { recursive: true })
@@ -64,9 +71,11 @@ async function reuseRuns ({ opts, progress, daemon, mode, http, files }) {
     for (const variant of rotate(REUSE_VARIANTS, run - 1)) {
       const prefix = `reuse-${variant}-${mode}-${run}`
       const cpu0 = cpuSeconds(daemon.pid)
-      const r = await runPhp('reuse.php', {
-        variant, files, url: http.uploadUrl, remotePrefix: prefix, socket: daemon.socketPath, protocol: opts.protocol, sidecarTarget: http.sidecarName, parallel: PARALLEL
-      })
+      const r = variant === 'node-put'
+        ? await runNodePut({ files, url: http.uploadUrl, remotePrefix: prefix, parallel: PARALLEL })
+        : await runPhp('reuse.php', {
+          variant, files, url: http.uploadUrl, remotePrefix: prefix, socket: daemon.socketPath, protocol: opts.protocol, sidecarTarget: http.sidecarName, parallel: PARALLEL
+        })
       const daemonCpuS = variant === 'sidecar' ? cpuSeconds(daemon.pid) - cpu0 : 0
       check(r.failed === 0, `${variant}: ${r.failed} uploads failed: ${r.firstErrors.join('; ')}`)
       for (let i = 0; i < files.length; i++) {
@@ -94,6 +103,20 @@ async function reuseRuns ({ opts, progress, daemon, mode, http, files }) {
     }
   }
   return records
+}
+
+// bench/node-put.js under the daemon's node flags; its JSON result as runPhp gives PHP's.
+function runNodePut (args) {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [...NODE_FLAGS, NODE_PUT, JSON.stringify(args)], { maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+      if (err) return reject(new Error(`node-put: ${err.message} ${stderr.slice(-2000)}`))
+      try {
+        resolve(JSON.parse(stdout.trim().split('\n').at(-1)))
+      } catch {
+        reject(new Error(`node-put printed no JSON result: ${stdout.slice(-2000)} ${stderr.slice(-2000)}`))
+      }
+    })
+  })
 }
 
 export function summarizeReuse (all) {

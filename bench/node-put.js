@@ -1,0 +1,57 @@
+#!/usr/bin/env node
+// The floor of a Node daemon's small upload (bench section "reuse", variant node-put): what a bare
+// node process spends to upload each file with nothing else around it: open, fstat and read the
+// file on the main thread (as the daemon does), PUT it over node:http with a keep-alive agent,
+// `parallel` at once; no job, journal, hashing, metrics or hand-off. Run with the daemon's node
+// flags. Argument: {"files": [paths], "url" (httpd collection, ends in /), "remotePrefix", "parallel"}
+// Prints {"seconds", "ok", "failed", "firstErrors", "cpuS", "peakRssKiB"} as bench/php/reuse.php does.
+import http from 'node:http'
+import { closeSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs'
+
+const { files, url, remotePrefix, parallel } = JSON.parse(process.argv[2])
+const agent = new http.Agent({ keepAlive: true, maxSockets: parallel })
+const errors = []
+let ok = 0
+
+function readSmall (file) {
+  const fd = openSync(file, 'r')
+  try {
+    const buf = Buffer.allocUnsafe(fstatSync(fd).size)
+    readSync(fd, buf, 0, buf.length, 0)
+    return buf
+  } finally {
+    closeSync(fd)
+  }
+}
+
+function put (i) {
+  const body = readSmall(files[i])
+  const target = `${url}${remotePrefix}-${String(i).padStart(5, '0')}.bin`
+  return new Promise((resolve) => {
+    const req = http.request(target, { method: 'PUT', agent, headers: { 'content-length': body.length } }, (res) => {
+      res.resume()
+      res.once('end', () => {
+        if (res.statusCode === 201 || res.statusCode === 204) ok++
+        else if (errors.length < 5) errors.push(`${target}: HTTP ${res.statusCode}`)
+        resolve()
+      })
+    })
+    req.once('error', (err) => {
+      if (errors.length < 5) errors.push(`${target}: ${err.message}`)
+      resolve()
+    })
+    req.end(body)
+  })
+}
+
+const cpu0 = process.cpuUsage()
+const t0 = performance.now()
+let next = 0
+await Promise.all(Array.from({ length: parallel }, async () => {
+  while (next < files.length) await put(next++)
+}))
+const seconds = (performance.now() - t0) / 1000
+const cpu = process.cpuUsage(cpu0)
+agent.destroy()
+const peakRssKiB = Number(/VmHWM:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'latin1'))?.[1] ?? 0)
+console.log(JSON.stringify({ seconds, ok, failed: files.length - ok, firstErrors: errors, cpuS: (cpu.user + cpu.system) / 1e6, peakRssKiB }))

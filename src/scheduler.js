@@ -47,6 +47,7 @@ export class Scheduler {
     this.pruning = null
     this.running = new Map() // id → { controller, promise, startedAt, job }
     this.persisting = new Map() // id → promise of the first write (for idempotent resubmits)
+    this.putSent = new Set() // ids of jobs whose direct PUT sent its last byte (see cancel)
     this.recovered = new Set() // ids of jobs found unfinished in the journal, not started since
     this.timers = new Map() // id → retry timer
     this.waiters = new Map() // id → Set of callbacks run when the job ends
@@ -213,9 +214,11 @@ export class Scheduler {
     const job = this.get(id)
     if (FINAL_STATES.has(job.state)) throw new JobFinishedError(`job ${id} already ${job.state}`)
     // Verified and being published (maybe already renamed into place by the server, its answer
-    // lost): too late to cancel; the job ends as its publish does.
+    // lost), or a direct PUT whose last byte went out (stored by the server, maybe): too late to
+    // cancel; the job ends as its publish does. (The second is known in memory only: after a
+    // restart such a job can be cancelled while it waits to retry.)
+    if (job.phase === 'publishing' || this.putSent.has(id)) throw new JobFinishedError(`job ${id} is publishing its verified file; too late to cancel`)
     const run = this.running.get(id)
-    if (job.phase === 'publishing' || run?.publishing) throw new JobFinishedError(`job ${id} is publishing its verified file; too late to cancel`)
     if (run) {
       run.controller.abort('cancel')
       await run.promise
@@ -343,9 +346,9 @@ export class Scheduler {
           return this.#save(job)
         },
         // A direct PUT (transfer.js) has sent its last byte: the server may have published it,
-        // so a cancel is refused as in the publishing phase (nothing to journal: a crash here
-        // repeats the PUT, which recognises its own file).
-        onPublishing: () => { run.publishing = true }
+        // so until the job ends a cancel is refused as in the publishing phase (nothing to
+        // journal: a crash here repeats the PUT, which recognises its own file).
+        onPublishing: () => { this.putSent.add(job.id) }
       }
       const resumed = job.phase === 'publishing' ? await finishPublish(job, deps) : null
       delete job.phase
@@ -397,6 +400,7 @@ export class Scheduler {
   async #finish (job, state, err) {
     delete job.phase
     this.recovered.delete(job.id)
+    this.putSent.delete(job.id)
     // Ended before anything is awaited: a second cancel meanwhile answers JOB_FINISHED, and a slot
     // freed meanwhile (#pump) does not start a queued job that is being cancelled.
     Object.assign(job, { state, error: err ? err.toJSON() : null, finishedAt: this.now(), nextAttemptAt: null })

@@ -22,7 +22,8 @@ beforeAll(async () => {
   sidecar = await startTestSidecar({
     roots: [root],
     targets: {
-      direct: { type: 'http', url, atomicPut: true, timeouts: { idleMs: 1500 } },
+      // idleMs ends a held answer's attempt; the retry waits 300–600 ms (a cancel comes meanwhile).
+      direct: { type: 'http', url, atomicPut: true, timeouts: { idleMs: 1500 }, retry: { attempts: 3, baseDelayMs: 600, maxDelayMs: 600 } },
       moved: { type: 'http', url }
     }
   })
@@ -127,9 +128,18 @@ describe('http target with atomicPut', () => {
     proxy.fault({ stallAfter: 0, connections: 1, match: /^PUT \/upload\/f\/held\.bin/ })
     const submitted = await sidecar.api.submit({ direction: 'upload', target: 'direct', local, remote: '/f/held.bin' })
     await waitFor(() => fs.stat(path.join(httpd.davDir, 'f/held.bin')).then(() => true, () => false))
-    const cancel = await sidecar.api.call('DELETE', `/v1/jobs/${submitted.json.id}`)
-    expect(cancel.status).toBe(409)
-    expect(cancel.json.error.code).toBe('JOB_FINISHED')
+    // Refused while the answer is held, and after the attempt timed out, while it waits to retry.
+    const refusals = []
+    let waitingToRetry = 0
+    for (let job = null; !['succeeded', 'failed', 'cancelled'].includes(job?.state);) {
+      const cancel = await sidecar.api.call('DELETE', `/v1/jobs/${submitted.json.id}`)
+      refusals.push(`${cancel.status} ${cancel.json.error?.code}`)
+      job = (await sidecar.api.job(submitted.json.id)).json
+      if (job.state === 'queued' && job.attempts === 1) waitingToRetry++
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    expect(new Set(refusals)).toEqual(new Set(['409 JOB_FINISHED']))
+    expect(waitingToRetry).toBeGreaterThan(0)
     const job = (await sidecar.api.job(submitted.json.id, 30)).json
     expect(job).toMatchObject({ state: 'succeeded', attempts: 2, sha256: sha })
   })

@@ -191,9 +191,10 @@ function allocSection (summary, charts) {
 }
 
 function reuseSection (summary, charts) {
-  const body = summary.map((r) => [r.mode ?? '—', r.variant, sp(r.seconds, f2), sp(r.filesPerSecond), f2(r.cpuMsPerFile), f2(r.vsNewHandle)])
+  const body = summary.map((r) => [r.mode ?? '—', r.variant, sp(r.seconds, f2), sp(r.filesPerSecond), r.checkedFilesPerSecond ? sp(r.checkedFilesPerSecond) : '—', f2(r.cpuMsPerFile), f2(r.vsNewHandle)])
   const pics = charts.includes('reuse.svg') ? '![reuse.svg](reuse.svg)' : ''
-  return `${table(['journal mode (daemon)', 'variant', 'seconds', 'files/s', 'CPU ms/file', '÷ php-new-handle'], body)}\n\n${pics}`
+  return `${table(['journal mode (daemon)', 'variant', 'seconds', 'files/s', 'files/s with a wait() per job¹', 'CPU ms/file', '÷ php-new-handle'], body)}\n\n` +
+    '¹ the sidecar\'s clock stops when the daemon has no job left unfinished; this column also counts the check of each job\'s end that follows (`Client::wait()` on each in turn, as runs before 2026-11-25-atomic-put-reuse timed it).\n\n' + pics
 }
 
 const us = (r) => (r?.medianUs === null || r?.medianUs === undefined ? '—' : `${r.medianUs.toFixed(1)} µs`)
@@ -388,7 +389,8 @@ function method (params) {
   one round trip), for the pages' php-curl and the daemon's target alike. PHP CPU is php-fpm's (master and
   workers); nginx's is not counted.`],
     [ran('reuse'), `- Connection reuse: ${p.reuseFiles} files of 4 KiB to httpd, ${p.reuseRuns} run(s); curl_multi with 4 transfers in flight, as
-  many as the sidecar's default per-target concurrency; the sidecar's PHP client over ${protocol}. Once per journal mode (${(p.journalModes ?? ['fsync']).join(', ')}), on a fresh daemon each,
+  many as the sidecar's default per-target concurrency; the sidecar's PHP client over ${protocol}, its clock and CPU (PHP's and the
+  daemon's) stopped when the daemon has no job left unfinished (the last job waited for, then \`/healthz\`), before each job's end is checked. Once per journal mode (${(p.journalModes ?? ['fsync']).join(', ')}), on a fresh daemon each,
   the php-curl variants again beside it; "÷ php-new-handle" pairs runs of the same mode. \`node-put\` (bench/node-put.js) is a bare
   node process under the daemon's flags that reads each file on its main thread and PUTs it over a keep-alive node:http agent, 4 at
   once, with no job around it: the CPU a Node daemon's small upload cannot go below.`]

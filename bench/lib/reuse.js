@@ -74,9 +74,11 @@ async function reuseRuns ({ opts, progress, daemon, mode, http, files }) {
       const r = variant === 'node-put'
         ? await runNodePut({ files, url: http.uploadUrl, remotePrefix: prefix, parallel: PARALLEL })
         : await runPhp('reuse.php', {
-          variant, files, url: http.uploadUrl, remotePrefix: prefix, socket: daemon.socketPath, protocol: opts.protocol, sidecarTarget: http.sidecarName, parallel: PARALLEL
+          variant, files, url: http.uploadUrl, remotePrefix: prefix, socket: daemon.socketPath, daemonPid: daemon.pid, protocol: opts.protocol, sidecarTarget: http.sidecarName, parallel: PARALLEL
         })
-      const daemonCpuS = variant === 'sidecar' ? cpuSeconds(daemon.pid) - cpu0 : 0
+      // The sidecar's: until its jobs were done (reuse.php), and with the check of each job's end.
+      const daemonCpuS = variant === 'sidecar' ? r.daemonCpuS : 0
+      const checkedDaemonCpuS = variant === 'sidecar' ? cpuSeconds(daemon.pid) - cpu0 : 0
       check(r.failed === 0, `${variant}: ${r.failed} uploads failed: ${r.firstErrors.join('; ')}`)
       for (let i = 0; i < files.length; i++) {
         const [copy, original] = await Promise.all([fs.readFile(http.localPath(remoteName(prefix, i))), fs.readFile(files[i])])
@@ -94,12 +96,16 @@ async function reuseRuns ({ opts, progress, daemon, mode, http, files }) {
         phpCpuS: r.cpuS,
         daemonCpuS,
         cpuMsPerFile: (r.cpuS + daemonCpuS) * 1000 / files.length,
+        // Up to Client::wait() on every job in turn (the only figures before this run's change).
+        ...(variant === 'sidecar' && { checkedSeconds: r.checkedSeconds, checkedDaemonCpuS }),
         phpPeakRssMiB: r.peakRssKiB / 1024,
         verified: 'every file byte for byte on httpd'
       }
       records.push(record)
       progress.step(`${mode.padEnd(5)} ${variant.padEnd(18)} ${files.length} files in ${r.seconds.toFixed(2)} s (${record.filesPerSecond.toFixed(0)} files/s), ` +
-        `cpu ${record.cpuMsPerFile.toFixed(2)} ms/file  ok (${record.verified})`)
+        `cpu ${record.cpuMsPerFile.toFixed(2)} ms/file` +
+        (record.checkedSeconds ? ` (with a wait() on each job after: ${record.checkedSeconds.toFixed(2)} s, daemon cpu ${(checkedDaemonCpuS * 1000 / files.length).toFixed(2)} ms/file)` : '') +
+        `  ok (${record.verified})`)
     }
   }
   return records
@@ -135,6 +141,7 @@ function summarizeMode (records) {
       seconds: spread(mine.map((r) => r.seconds)),
       filesPerSecond: spread(mine.map((r) => r.filesPerSecond)),
       cpuMsPerFile: median(mine.map((r) => r.cpuMsPerFile)),
+      ...(mine[0].checkedSeconds && { checkedFilesPerSecond: spread(mine.map((r) => r.files / r.checkedSeconds)) }),
       vsNewHandle: pairedRatio(mine, newHandle, 'filesPerSecond')
     }
   })

@@ -28,6 +28,32 @@ function cpuSeconds(int $who = 0): float
     return $u['ru_utime.tv_sec'] + $u['ru_utime.tv_usec'] / 1e6 + $u['ru_stime.tv_sec'] + $u['ru_stime.tv_usec'] / 1e6;
 }
 
+/** User + system CPU seconds of another process so far, from /proc/PID/stat. */
+function processCpuSeconds(int $pid): float
+{
+    static $ticks = null;
+    $ticks ??= (int) trim((string) shell_exec('getconf CLK_TCK')) ?: 100;
+    $stat = (string) file_get_contents("/proc/$pid/stat");
+    $fields = explode(' ', substr($stat, strrpos($stat, ')') + 2));
+    return ((int) $fields[11] + (int) $fields[12]) / $ticks;
+}
+
+/** Unfinished jobs of the daemon on `$socket`, from its /healthz (one kept connection). */
+function sidecarUnfinished(string $socket): int
+{
+    static $ch = null;
+    if ($ch === null) {
+        $ch = curl_init('http://localhost/healthz');
+        curl_setopt_array($ch, [CURLOPT_UNIX_SOCKET_PATH => $socket, CURLOPT_RETURNTRANSFER => true]);
+    }
+    $body = curl_exec($ch);
+    $health = is_string($body) ? json_decode($body, true) : null;
+    if (!is_array($health) || !isset($health['jobs']['unfinished'])) {
+        fail('GET /healthz: no job counts in ' . json_encode($body));
+    }
+    return (int) $health['jobs']['unfinished'];
+}
+
 /** A "VmXxx: N kB" field of /proc/self/status, in KiB. */
 function statusKiB(string $field): ?int
 {

@@ -95,8 +95,8 @@ export function createHttpBackend (target) {
     type: 'http',
     atomic: target.atomic,
     // The server stores a PUT's body under a temp name of its own and renames it into place once
-    // every byte arrived (mod_dav_fs, nginx's dav module; `test/httpd-put.test.js`): small
-    // uploads publish with the PUT itself (transfer.js).
+    // every byte arrived (Apache mod_dav_fs: `test/httpd-put.test.js`): small uploads publish with
+    // the PUT itself (transfer.js).
     atomicPut: target.atomic !== false && target.atomicPut === true,
     tempSuffix: target.tempSuffix,
     confirmsWrittenSize: true, // a 2xx to a PUT with Content-Length (see transfer.js upload)

@@ -184,16 +184,18 @@ export function fileSource (fd, { pool, start = 0, end = Infinity, size, syncRea
         reading = true
         read(fd, buf, 0, want, position, (err, n) => {
           reading = false
-          const changed = !err && size !== undefined && (n < want ? position + n - start !== size : position + n - start > size)
+          const seen = position + n - start // bytes of the source so far, this read's included
+          const ended = n < want
+          const changed = !err && size !== undefined && (ended ? seen !== size : seen > size)
           if (afterRead || err || n === 0 || changed) {
             pool.release(buf)
             if (afterRead) return afterRead()
-            if (changed) err = new SizeMismatchError(n < want ? `the source file has ${position + n - start} bytes now, ${size} when the upload started` : `the source file has grown past the ${size} bytes it had when the upload started`)
+            if (changed) err = new SizeMismatchError(ended ? `the source file has ${seen} bytes now, ${size} when the upload started` : `the source file has grown past the ${size} bytes it had when the upload started`)
             return err ? this.destroy(err) : this.push(null)
           }
           position += n
           this.push(buf.subarray(0, n))
-          if (n < want) this.push(null)
+          if (ended) this.push(null)
         })
       })
     },

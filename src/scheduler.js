@@ -321,7 +321,8 @@ export class Scheduler {
     job.startedAt ??= this.now()
     // Not synced: after a crash the job is found queued and started again, which is the same;
     // except after a restart, where the start must count (recover()).
-    await this.#save(job, { durable: this.recovered.delete(job.id) })
+    const recovered = this.recovered.delete(job.id)
+    await this.#save(job, { durable: recovered })
     const target = this.config.targets[job.target]
     try {
       const deps = {
@@ -329,6 +330,10 @@ export class Scheduler {
         roots: this.config.roots,
         signal,
         sha256: hashesSha256(job, target),
+        // An earlier attempt may have left something behind: a retry, or a job found unfinished
+        // in the journal after a restart (whose first start, journaled lazily, may have run
+        // without a trace in the journal: see store.put's `durable`).
+        laterAttempt: job.attempts > 1 || recovered,
         // A download journals the version of what it reads, so that after a restart its temp
         // file is continued only if the remote file is still the same.
         onStart: ({ size, version, resumedFrom }) => {

@@ -82,7 +82,7 @@ const putsDirect = (backend, job, size) => backend.atomicPut === true && !job.ex
 // Upload: local file → temp name on the target → verify → publish under the final name.
 // `sha256: false`: the job's digest is "none" (size and the target's checksum are still checked).
 // `onPublishing`: a direct PUT's body is all sent; the server may publish it from now on.
-export async function upload (job, { backend, roots, signal, onStart, onProgress, onVerified, onPublishing, sha256: hashing = true }) {
+export async function upload (job, { backend, roots, signal, onStart, onProgress, onVerified, onPublishing, sha256: hashing = true, laterAttempt = job.attempts > 1 }) {
   const source = await openSource(job.local, roots)
   const direct = putsDirect(backend, job, source.size)
   const tmp = direct ? job.remote : tempPathOf(backend, job)
@@ -101,7 +101,7 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     }
     // A failed attempt may have left its temp file, still leased on HDFS to the writer that died;
     // removing it first lets this attempt create it afresh instead of waiting for lease recovery.
-    if (job.attempts > 1 && tmp !== job.remote) await backend.remove(tmp, { signal }).catch(() => {})
+    if (laterAttempt && tmp !== job.remote) await backend.remove(tmp, { signal }).catch(() => {})
     const checksum = await backend.createChecksum?.({ signal }) ?? null
     // Read into reused pool buffers; the target's sink hashes each chunk and gives it back.
     pool = BufferPool.forTransfer()
@@ -114,7 +114,7 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     } catch (err) {
       // A name taken in a later attempt of a direct PUT may be this job's own earlier PUT, stored
       // with its answer lost (a reset, a crash of ours): it is, if it holds the same bytes.
-      if (direct && job.attempts > 1 && err instanceof RemoteExistsError && !signal?.aborted) {
+      if (direct && laterAttempt && err instanceof RemoteExistsError && !signal?.aborted) {
         const sha256 = await sha256Stream(createReadStream(null, { fd: source.handle.fd, start: 0, autoClose: false }))
         if (await remoteSha256(backend, job.remote, null, signal) === sha256) {
           return { bytes: source.size, size: source.size, sha256: hashing ? sha256 : null }

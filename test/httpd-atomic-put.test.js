@@ -7,7 +7,8 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { startHttpd } from './harness/httpd.js'
 import { startTcpProxy } from './harness/tcp-proxy.js'
-import { startTestSidecar, tempDir, waitFor } from './helpers/sidecar.js'
+import { client, spawnSidecar, startTestSidecar, tempDir, waitFor } from './helpers/sidecar.js'
+import { freePort } from './helpers/ports.js'
 import { makeFile, sha256File } from './helpers/files.js'
 
 const KiB = 1024
@@ -142,5 +143,39 @@ describe('http target with atomicPut', () => {
     expect(waitingToRetry).toBeGreaterThan(0)
     const job = (await sidecar.api.job(submitted.json.id, 30)).json
     expect(job).toMatchObject({ state: 'succeeded', attempts: 2, sha256: sha })
+  })
+
+  // kill -9 right after httpd stored the PUT: the job's start ("running", attempt 1) is journaled
+  // lazily, so the journal may still say "queued, 0 attempts", and after the restart the job's
+  // first attempt meets its own file (412). It is recognised by its bytes, as in a retry.
+  it('a PUT stored, then kill -9 before its answer: after the restart the job finds its file and succeeds', async () => {
+    const stateDir = await tempDir('atomic-put-state-')
+    const port = await freePort()
+    const config = {
+      listen: [`127.0.0.1:${port}`],
+      stateDir,
+      roots: [root],
+      journal: { sync: 'write' },
+      targets: { direct: { type: 'http', url: new URL('/upload/', proxy.url).href, atomicPut: true } }
+    }
+    const api = client(`http://127.0.0.1:${port}`)
+    const local = path.join(root, 'killed.bin')
+    const sha = await makeFile(local, 4 * KiB, 8)
+    proxy.fault({ stallAfter: 0, connections: 1, match: /^PUT \/upload\/g\/killed\.bin/ })
+    let proc = await spawnSidecar(config, { dir: stateDir })
+    try {
+      const submitted = await api.submit({ direction: 'upload', target: 'direct', local, remote: '/g/killed.bin' })
+      expect(submitted.status).toBe(202)
+      await waitFor(() => fs.stat(path.join(httpd.davDir, 'g/killed.bin')).then(() => true, () => false), { intervalMs: 2 })
+      await proc.kill('SIGKILL')
+      proxy.fault(null)
+      proc = await spawnSidecar(config, { dir: stateDir })
+      const job = (await api.job(submitted.json.id, 30)).json
+      expect(job, JSON.stringify(job.error)).toMatchObject({ state: 'succeeded', sha256: sha })
+      expect(await sha256File(path.join(httpd.davDir, 'g/killed.bin'))).toBe(sha)
+    } finally {
+      await proc.kill('SIGKILL')
+      api.close()
+    }
   })
 })

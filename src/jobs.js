@@ -80,8 +80,19 @@ export function callbackAllowed (href, allow) {
   return !ENCODED_SLASH.test(new URL(href).pathname) && allow.some((prefix) => href.startsWith(prefix))
 }
 
+// 128 random bits per id, taken from a batch filled 256 ids at a time (as crypto.randomUUID does):
+// one call into OpenSSL's generator per call cost a hand-off ~10–20 µs (its getpid(2) and locking).
+const ID_BYTES = 16
+const idBatch = Buffer.alloc(256 * ID_BYTES)
+let idOffset = idBatch.length
+
 export function newJobId () {
-  return crypto.randomBytes(16).toString('base64url')
+  if (idOffset === idBatch.length) {
+    crypto.randomFillSync(idBatch)
+    idOffset = 0
+  }
+  idOffset += ID_BYTES
+  return idBatch.toString('base64url', idOffset - ID_BYTES, idOffset)
 }
 
 export function newJob (spec, now) {

@@ -1,5 +1,5 @@
 // Listeners on loopback TCP and unix sockets, each serving the same express app and line protocol.
-import http from 'node:http'
+import { http } from './node-http.js'
 import net from 'node:net'
 import fs from 'node:fs/promises'
 import path from 'node:path'

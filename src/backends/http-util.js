@@ -1,5 +1,5 @@
 // Small helpers shared by the HTTP-speaking backends (webhdfs, http).
-import http from 'node:http'
+import { http } from '../node-http.js'
 import https from 'node:https'
 import { finished } from 'node:stream/promises'
 import {

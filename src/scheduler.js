@@ -330,10 +330,9 @@ export class Scheduler {
         roots: this.config.roots,
         signal,
         sha256: hashesSha256(job, target),
-        // An earlier attempt may have left something behind: a retry, or a job found unfinished
-        // in the journal after a restart (whose first start, journaled lazily, may have run
-        // without a trace in the journal: see store.put's `durable`).
-        laterAttempt: job.attempts > 1 || recovered,
+        // Found unfinished in the journal after a restart: its first start, journaled lazily, may
+        // have run without a trace there (see store.put's `durable`).
+        recovered,
         // A download journals the version of what it reads, so that after a restart its temp
         // file is continued only if the remote file is still the same.
         onStart: ({ size, version, resumedFrom }) => {

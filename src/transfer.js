@@ -82,7 +82,10 @@ const putsDirect = (backend, job, size) => backend.atomicPut === true && !job.ex
 // Upload: local file → temp name on the target → verify → publish under the final name.
 // `sha256: false`: the job's digest is "none" (size and the target's checksum are still checked).
 // `onPublishing`: a direct PUT's body is all sent; the server may publish it from now on.
-export async function upload (job, { backend, roots, signal, onStart, onProgress, onVerified, onPublishing, sha256: hashing = true, laterAttempt = job.attempts > 1 }) {
+// `recovered`: the job was found unfinished in the journal after a restart, so an earlier attempt
+// may have run, as for a retry.
+export async function upload (job, { backend, roots, signal, onStart, onProgress, onVerified, onPublishing, sha256: hashing = true, recovered = false }) {
+  const laterAttempt = job.attempts > 1 || recovered
   const source = await openSource(job.local, roots)
   const direct = putsDirect(backend, job, source.size)
   const tmp = direct ? job.remote : tempPathOf(backend, job)

@@ -1,7 +1,11 @@
-#!/usr/bin/env -S node --max-semi-space-size=1
+#!/usr/bin/env -S node --max-semi-space-size=8
 // Command line entry: parse flags, load the config, start, stop on SIGTERM/SIGINT.
-// --max-semi-space-size=1: the data path reuses its buffers, so a 1 MiB young generation (instead
-// of up to 16) costs a few more scavenges of small objects and keeps ~5 MiB of RSS off the peak.
+// --max-semi-space-size=8: a young generation of up to 8 MiB (V8's default is 16). Small jobs in
+// flight hold ~100 KB of short-lived objects each; with 1 MiB (this daemon's flag before) most
+// of them were still alive at each scavenge and were copied and promoted: 4,000 small uploads took
+// 460 scavenges and 510–557 ms of GC pauses, against 65 and 206–227 ms with 8 MiB, and the
+// daemon's CPU per job fell to 0.83 × (median of five pairs of runs). It costs ~5 MiB of idle RSS
+// and ~7 MiB at the peak of a large transfer; 16 MiB gave no more.
 import { parseArgs } from 'node:util'
 import { readFileSync } from 'node:fs'
 import { loadConfig, startSidecar, ConfigError } from '../src/index.js'

@@ -11,7 +11,7 @@ import { freePort } from '../../test/helpers/ports.js'
 
 const BIN = fileURLToPath(new URL('../../bin/transfer-sidecar.js', import.meta.url))
 // The node flags production runs the daemon with, from the bin's shebang
-// ("#!/usr/bin/env -S node --max-semi-space-size=1"), so the bench cannot drift from them.
+// ("#!/usr/bin/env -S node --max-semi-space-size=8"), so the bench cannot drift from them.
 export const NODE_FLAGS = (/^#!.*\bnode\b(.*)$/m.exec(readFileSync(BIN, 'utf8').split('\n')[0])?.[1] ?? '').trim().split(/\s+/).filter(Boolean)
 const START_TIMEOUT_MS = 20_000
 const STOP_TIMEOUT_MS = 20_000

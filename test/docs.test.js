@@ -52,6 +52,18 @@ describe('README', () => {
     expect(ci).toContain('bash scripts/test-all.sh')
   })
 
+  // The node flags are the bin's shebang's; each other way of starting the daemon spells them again
+  // (Docker, systemd and npm run node on the script), and must spell the same.
+  it('every way of starting the daemon gives node the flags of the bin\'s shebang', () => {
+    const read = (file) => fs.readFileSync(new URL(`../${file}`, import.meta.url), 'utf8')
+    const flags = /^#!\/usr\/bin\/env -S node((?: --[a-z-]+=?\S*)*)$/m.exec(read('bin/transfer-sidecar.js').split('\n')[0])[1].trim()
+    expect(flags).toMatch(/^--/)
+    const entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(read('Dockerfile'))[1])
+    expect(entrypoint.join(' ')).toBe(`node ${flags} bin/transfer-sidecar.js`)
+    expect(read('deploy/systemd/transfer-sidecar.service')).toMatch(new RegExp(`^ExecStart=/usr/bin/node ${flags} /opt/transfer-sidecar/bin/transfer-sidecar\\.js$`, 'm'))
+    expect(JSON.parse(read('package.json')).scripts.start).toBe(`bash scripts/node.sh ${flags} bin/transfer-sidecar.js`)
+  })
+
   it('--help names every flag the CLI accepts', () => {
     const help = execFileSync(process.execPath, [new URL('../bin/transfer-sidecar.js', import.meta.url).pathname, '--help'], { encoding: 'utf8' })
     for (const flag of ['--config', '--check-config', '--help', '--version', 'SIDECAR_CONFIG', 'STATE_DIRECTORY']) expect(help).toContain(flag)

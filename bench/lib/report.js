@@ -191,10 +191,11 @@ function allocSection (summary, charts) {
 }
 
 function reuseSection (summary, charts) {
-  const body = summary.map((r) => [r.mode ?? '—', r.variant, sp(r.seconds, f2), sp(r.filesPerSecond), r.checkedFilesPerSecond ? sp(r.checkedFilesPerSecond) : '—', f2(r.cpuMsPerFile), f2(r.vsNewHandle)])
+  const body = summary.map((r) => [r.mode ?? '—', r.variant, sp(r.seconds, f2), sp(r.filesPerSecond), r.checkedFilesPerSecond ? sp(r.checkedFilesPerSecond) : '—', f2(r.cpuMsPerFile), r.daemonGcMsPerFile === undefined ? '—' : r.daemonGcMsPerFile.toFixed(3), f2(r.vsNewHandle)])
   const pics = charts.includes('reuse.svg') ? '![reuse.svg](reuse.svg)' : ''
-  return `${table(['journal mode (daemon)', 'variant', 'seconds', 'files/s', 'files/s with a wait() per job¹', 'CPU ms/file', '÷ php-new-handle'], body)}\n\n` +
-    '¹ the sidecar\'s clock stops when the daemon has no job left unfinished; this column also counts the check of each job\'s end that follows (`Client::wait()` on each in turn, as runs before 2026-11-25-atomic-put-reuse timed it).\n\n' + pics
+  return `${table(['journal mode (daemon)', 'variant', 'seconds', 'files/s', 'files/s with a wait() per job¹', 'CPU ms/file', 'daemon GC pauses ms/file²', '÷ php-new-handle'], body)}\n\n` +
+    '¹ the sidecar\'s clock stops when the daemon has no job left unfinished; this column also counts the check of each job\'s end that follows (`Client::wait()` on each in turn, as runs before 2026-11-25-atomic-put-reuse timed it).\n' +
+    '² the daemon\'s own `nodejs_gc_duration_seconds` (main-thread pauses, not the GC helper threads), over the run and its check, median of the runs.\n\n' + pics
 }
 
 const us = (r) => (r?.medianUs === null || r?.medianUs === undefined ? '—' : `${r.medianUs.toFixed(1)} µs`)

@@ -71,6 +71,9 @@ async function reuseRuns ({ opts, progress, daemon, mode, http, files }) {
     for (const variant of rotate(REUSE_VARIANTS, run - 1)) {
       const prefix = `reuse-${variant}-${mode}-${run}`
       const cpu0 = cpuSeconds(daemon.pid)
+      // The daemon's GC pauses (its own nodejs_gc_duration_seconds), a figure far less noisy than
+      // whole-CPU ones from run to run on a shared machine.
+      const gc0 = variant === 'sidecar' ? await daemon.metric('nodejs_gc_duration_seconds_sum') : 0
       const r = variant === 'node-put'
         ? await runNodePut({ files, url: http.uploadUrl, remotePrefix: prefix, parallel: PARALLEL })
         : await runPhp('reuse.php', {
@@ -79,6 +82,7 @@ async function reuseRuns ({ opts, progress, daemon, mode, http, files }) {
       // The sidecar's: until its jobs were done (reuse.php), and with the check of each job's end.
       const daemonCpuS = variant === 'sidecar' ? r.daemonCpuS : 0
       const checkedDaemonCpuS = variant === 'sidecar' ? cpuSeconds(daemon.pid) - cpu0 : 0
+      const daemonGcS = variant === 'sidecar' ? await daemon.metric('nodejs_gc_duration_seconds_sum') - gc0 : 0
       check(r.failed === 0, `${variant}: ${r.failed} uploads failed: ${r.firstErrors.join('; ')}`)
       for (let i = 0; i < files.length; i++) {
         const [copy, original] = await Promise.all([fs.readFile(http.localPath(remoteName(prefix, i))), fs.readFile(files[i])])
@@ -97,14 +101,14 @@ async function reuseRuns ({ opts, progress, daemon, mode, http, files }) {
         daemonCpuS,
         cpuMsPerFile: (r.cpuS + daemonCpuS) * 1000 / files.length,
         // Up to Client::wait() on every job in turn (the only figures before this run's change).
-        ...(variant === 'sidecar' && { checkedSeconds: r.checkedSeconds, checkedDaemonCpuS }),
+        ...(variant === 'sidecar' && { checkedSeconds: r.checkedSeconds, checkedDaemonCpuS, daemonGcMsPerFile: daemonGcS * 1000 / files.length }),
         phpPeakRssMiB: r.peakRssKiB / 1024,
         verified: 'every file byte for byte on httpd'
       }
       records.push(record)
       progress.step(`${mode.padEnd(5)} ${variant.padEnd(18)} ${files.length} files in ${r.seconds.toFixed(2)} s (${record.filesPerSecond.toFixed(0)} files/s), ` +
         `cpu ${record.cpuMsPerFile.toFixed(2)} ms/file` +
-        (record.checkedSeconds ? ` (with a wait() on each job after: ${record.checkedSeconds.toFixed(2)} s, daemon cpu ${(checkedDaemonCpuS * 1000 / files.length).toFixed(2)} ms/file)` : '') +
+        (record.checkedSeconds ? ` (with a wait() on each job after: ${record.checkedSeconds.toFixed(2)} s, daemon cpu ${(checkedDaemonCpuS * 1000 / files.length).toFixed(2)} ms/file, of it GC pauses ${record.daemonGcMsPerFile.toFixed(3)} ms/file)` : '') +
         `  ok (${record.verified})`)
     }
   }
@@ -142,6 +146,7 @@ function summarizeMode (records) {
       filesPerSecond: spread(mine.map((r) => r.filesPerSecond)),
       cpuMsPerFile: median(mine.map((r) => r.cpuMsPerFile)),
       ...(mine[0].checkedSeconds && { checkedFilesPerSecond: spread(mine.map((r) => r.files / r.checkedSeconds)) }),
+      ...(mine[0].daemonGcMsPerFile !== undefined && { daemonGcMsPerFile: median(mine.map((r) => r.daemonGcMsPerFile)) }),
       vsNewHandle: pairedRatio(mine, newHandle, 'filesPerSecond')
     }
   })

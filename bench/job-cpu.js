@@ -1,0 +1,128 @@
+#!/usr/bin/env node
+// What one small job costs the daemon, by thread: N uploads of a small file handed off over the
+// line protocol (W in flight, as PHP clients would keep them), to a real httpd (`--target http`,
+// atomicPut) or a `file` target, timed until the daemon has no job left unfinished. Per job: the
+// daemon's CPU (whole, main thread, its kernel share, the other threads by name), its GC pauses
+// (the daemon's own nodejs_gc_duration_seconds, which moves far less from run to run than CPU
+// figures on a shared machine) and the hand-off's acknowledgement time; the daemon's peak RSS.
+// The daemon runs with the bin's node flags. Round 0 warms it up; every round prints one JSON line.
+// To compare two checkouts, run it from each in turn, a few times over (the spread between two
+// identical runs here is ±20 %).
+//   node bench/job-cpu.js [--jobs 2000] [--rounds 2] [--window 16] [--sync write|fsync]
+//                         [--target http|file] [--size 4096] [--cpu-prof DIR]
+import fs from 'node:fs/promises'
+import net from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
+import { parseArgs } from 'node:util'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { startSidecar } from './lib/sidecar.js'
+import { statusKiB, threadCpuDelta, threadCpuSeconds } from './lib/procfs.js'
+import { median } from './lib/stats.js'
+import { startHttpd } from '../test/harness/httpd.js'
+
+const { values: o } = parseArgs({
+  options: {
+    jobs: { type: 'string', default: '2000' },
+    rounds: { type: 'string', default: '2' },
+    window: { type: 'string', default: '16' },
+    sync: { type: 'string', default: 'write' },
+    target: { type: 'string', default: 'http' },
+    size: { type: 'string', default: '4096' },
+    'cpu-prof': { type: 'string' }
+  }
+})
+const N = Number(o.jobs)
+const W = Number(o.window)
+if (!['http', 'file'].includes(o.target) || !['write', 'fsync'].includes(o.sync) || !(N > 0) || !(W > 0)) {
+  console.error('usage: node bench/job-cpu.js [--jobs N] [--rounds N] [--window N] [--sync write|fsync] [--target http|file] [--size BYTES] [--cpu-prof DIR]')
+  process.exit(2)
+}
+
+const work = await fs.mkdtemp(path.join(os.tmpdir(), 'job-cpu-'))
+const files = path.join(work, 'files')
+await fs.mkdir(files)
+for (let i = 0; i < N; i++) await fs.writeFile(path.join(files, `f${i}`), Buffer.alloc(Number(o.size), i % 251))
+const httpd = o.target === 'http' ? await startHttpd() : null
+const targets = { t: httpd ? { type: 'http', url: httpd.uploadUrl, atomicPut: true } : { type: 'file', dir: path.join(work, 'store') } }
+const daemon = await startSidecar({
+  workDir: work,
+  roots: [files],
+  targets,
+  cpuProfDir: o['cpu-prof'],
+  extra: { journal: { sync: o.sync }, queue: { keepFinished: 1000 } }
+})
+
+async function unfinished () {
+  const res = await fetch(`${daemon.base}/healthz`)
+  return (await res.json()).jobs.unfinished
+}
+
+// Hands off N jobs over one connection, W unanswered at most; resolves with each one's ack time.
+async function handOff (round) {
+  const socket = net.connect(daemon.socketPath)
+  await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject))
+  const acks = []
+  const sentAt = []
+  let sent = 0
+  let buffered = ''
+  let wake = null
+  let failure = null
+  socket.setEncoding('utf8').on('data', (chunk) => {
+    buffered += chunk
+    for (let k; (k = buffered.indexOf('\n')) >= 0;) {
+      const answer = JSON.parse(buffered.slice(0, k))
+      buffered = buffered.slice(k + 1)
+      if (answer.status !== 202) failure ??= new Error(`hand-off answered ${JSON.stringify(answer)}`)
+      acks.push(Number(process.hrtime.bigint() - sentAt[acks.length]) / 1000)
+    }
+    wake?.()
+  })
+  while (acks.length < N) {
+    if (failure) break
+    for (; sent < N && sent - acks.length < W; sent++) {
+      sentAt[sent] = process.hrtime.bigint()
+      socket.write(JSON.stringify({ direction: 'upload', target: 't', local: path.join(files, `f${sent}`), remote: `/job-cpu/r${round}/f${sent}`, overwrite: true }) + '\n')
+    }
+    await new Promise((resolve) => { wake = resolve })
+  }
+  socket.end()
+  if (failure) throw failure
+  return acks
+}
+
+try {
+  for (let round = 0; round <= Number(o.rounds); round++) {
+    const gc0 = await daemon.metric('nodejs_gc_duration_seconds_sum')
+    const threads0 = threadCpuSeconds(daemon.pid)
+    const t0 = performance.now()
+    const acks = await handOff(round)
+    while (await unfinished() > 0) await sleep(5)
+    const seconds = (performance.now() - t0) / 1000
+    const threads = threadCpuDelta(threads0, threadCpuSeconds(daemon.pid))
+    const gc = await daemon.metric('nodejs_gc_duration_seconds_sum') - gc0
+    const perJob = (s) => +(s * 1000 / N).toFixed(3) // ms
+    const others = Object.values(threads.byName).reduce((a, b) => a + b, 0)
+    acks.sort((a, b) => a - b)
+    console.log(JSON.stringify({
+      round: round === 0 ? 'warm-up' : round,
+      jobs: N,
+      window: W,
+      sync: o.sync,
+      target: o.target,
+      jobsPerSecond: Math.round(N / seconds),
+      cpuMsPerJob: perJob(threads.main + others),
+      mainMsPerJob: perJob(threads.main),
+      mainSysMsPerJob: perJob(threads.mainSys),
+      threadsMsPerJob: Object.fromEntries(Object.entries(threads.byName).filter(([, s]) => s > 0).map(([name, s]) => [name, perJob(s)])),
+      gcPauseMsPerJob: perJob(gc),
+      ackMedianUs: Math.round(median(acks)),
+      ackP90Us: Math.round(acks[Math.floor(acks.length * 0.9)]),
+      peakRssMiB: +(statusKiB(daemon.pid, 'VmHWM') / 1024).toFixed(1)
+    }))
+  }
+} finally {
+  await daemon.stop()
+  await httpd?.stop()
+  await fs.rm(work, { recursive: true, force: true })
+}

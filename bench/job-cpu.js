@@ -15,7 +15,6 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { parseArgs } from 'node:util'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { startSidecar } from './lib/sidecar.js'
 import { statusKiB, threadCpuDelta, threadCpuSeconds } from './lib/procfs.js'
 import { median } from './lib/stats.js'
@@ -52,11 +51,6 @@ const daemon = await startSidecar({
   cpuProfDir: o['cpu-prof'],
   extra: { journal: { sync: o.sync }, queue: { keepFinished: 1000 } }
 })
-
-async function unfinished () {
-  const res = await fetch(`${daemon.base}/healthz`)
-  return (await res.json()).jobs.unfinished
-}
 
 // Hands off N jobs over one connection, W unanswered at most; resolves with each one's ack time.
 async function handOff (round) {
@@ -97,7 +91,7 @@ try {
     const threads0 = threadCpuSeconds(daemon.pid)
     const t0 = performance.now()
     const acks = await handOff(round)
-    while (await unfinished() > 0) await sleep(5)
+    await daemon.drained({ intervalMs: 5 }) // finer than the default, as the clock runs till then
     const seconds = (performance.now() - t0) / 1000
     const threads = threadCpuDelta(threads0, threadCpuSeconds(daemon.pid))
     const gc = await daemon.metric('nodejs_gc_duration_seconds_sum') - gc0

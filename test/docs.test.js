@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process'
 import { API_ERROR_CODES, JOB_ERROR_CODES } from '../src/errors.js'
 import { DEFAULTS } from '../src/config.js'
 import { createMetrics } from '../src/metrics.js'
+import { PRODUCTION_FLAGS } from './reliability/daemon.js'
 
 const readme = fs.readFileSync(new URL('../README.md', import.meta.url), 'utf8')
 const section = (title) => readme.slice(readme.indexOf(title), readme.indexOf('\n## ', readme.indexOf(title) + 1))
@@ -56,7 +57,7 @@ describe('README', () => {
   // (Docker, systemd and npm run node on the script), and must spell the same.
   it('every way of starting the daemon gives node the flags of the bin\'s shebang', () => {
     const read = (file) => fs.readFileSync(new URL(`../${file}`, import.meta.url), 'utf8')
-    const flags = /^#!\/usr\/bin\/env -S node((?: --[a-z-]+=?\S*)*)$/m.exec(read('bin/transfer-sidecar.js').split('\n')[0])[1].trim()
+    const flags = PRODUCTION_FLAGS.join(' ')
     expect(flags).toMatch(/^--/)
     const entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(read('Dockerfile'))[1])
     expect(entrypoint.join(' ')).toBe(`node ${flags} bin/transfer-sidecar.js`)

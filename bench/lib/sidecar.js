@@ -90,8 +90,8 @@ export async function startSidecar ({ workDir, name = 'sidecar', roots, targets,
       return body
     },
 
-    // Resolves once no job is queued or running; returns the seconds it took.
-    async drained ({ timeoutMs = 600_000 } = {}) {
+    // Resolves once no job is queued or running, asking every `intervalMs`; returns the seconds it took.
+    async drained ({ timeoutMs = 600_000, intervalMs = 100 } = {}) {
       const t0 = Date.now()
       for (;;) {
         let busy = false
@@ -102,7 +102,7 @@ export async function startSidecar ({ workDir, name = 'sidecar', roots, targets,
         if (!busy) return (Date.now() - t0) / 1000
         if (!daemon.alive()) throw new Error(`daemon exited with jobs pending:\n${daemon.outputTail()}`)
         if (Date.now() - t0 > timeoutMs) throw new Error(`jobs still pending after ${timeoutMs / 1000} s`)
-        await sleep(100)
+        await sleep(intervalMs)
       }
     },
 

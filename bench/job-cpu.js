@@ -9,7 +9,10 @@
 // To compare two checkouts, run it from each in turn, a few times over (the spread between two
 // identical runs here is ±20 %).
 //   node bench/job-cpu.js [--jobs 2000] [--rounds 2] [--window 16] [--sync write|fsync]
-//                         [--target http|file] [--size 4096] [--cpu-prof DIR]
+//                         [--target http|file] [--size 4096] [--keep-finished 1000] [--httpd-dir DIR]
+//                         [--cpu-prof DIR [--cpu-prof-interval US]]
+// --httpd-dir puts httpd's files elsewhere (e.g. a tmpfs), as a remote server's would be: on one
+// disk, a journal sync in "fsync" mode also commits what httpd wrote since the last one.
 import fs from 'node:fs/promises'
 import net from 'node:net'
 import os from 'node:os'
@@ -28,13 +31,16 @@ const { values: o } = parseArgs({
     sync: { type: 'string', default: 'write' },
     target: { type: 'string', default: 'http' },
     size: { type: 'string', default: '4096' },
-    'cpu-prof': { type: 'string' }
+    'httpd-dir': { type: 'string' },
+    'keep-finished': { type: 'string', default: '1000' },
+    'cpu-prof': { type: 'string' },
+    'cpu-prof-interval': { type: 'string' }
   }
 })
 const N = Number(o.jobs)
 const W = Number(o.window)
 if (!['http', 'file'].includes(o.target) || !['write', 'fsync'].includes(o.sync) || !(N > 0) || !(W > 0)) {
-  console.error('usage: node bench/job-cpu.js [--jobs N] [--rounds N] [--window N] [--sync write|fsync] [--target http|file] [--size BYTES] [--cpu-prof DIR]')
+  console.error('usage: node bench/job-cpu.js [--jobs N] [--rounds N] [--window N] [--sync write|fsync] [--target http|file] [--size BYTES] [--keep-finished N] [--httpd-dir DIR] [--cpu-prof DIR [--cpu-prof-interval US]]')
   process.exit(2)
 }
 
@@ -42,14 +48,15 @@ const work = await fs.mkdtemp(path.join(os.tmpdir(), 'job-cpu-'))
 const files = path.join(work, 'files')
 await fs.mkdir(files)
 for (let i = 0; i < N; i++) await fs.writeFile(path.join(files, `f${i}`), Buffer.alloc(Number(o.size), i % 251))
-const httpd = o.target === 'http' ? await startHttpd() : null
+const httpd = o.target === 'http' ? await startHttpd({ dir: o['httpd-dir'] }) : null
 const targets = { t: httpd ? { type: 'http', url: httpd.uploadUrl, atomicPut: true } : { type: 'file', dir: path.join(work, 'store') } }
 const daemon = await startSidecar({
   workDir: work,
   roots: [files],
   targets,
   cpuProfDir: o['cpu-prof'],
-  extra: { journal: { sync: o.sync }, queue: { keepFinished: 1000 } }
+  cpuProfIntervalUs: o['cpu-prof-interval'],
+  extra: { journal: { sync: o.sync }, queue: { keepFinished: Number(o['keep-finished']) } }
 })
 
 // Hands off N jobs over one connection, W unanswered at most; resolves with each one's ack time.

@@ -27,7 +27,7 @@ function hasExited (child) {
  * so per-request logging stays out of the measurement; therefore readiness is polled rather
  * than read from the (info-level) "listening" log line.
  */
-export async function startSidecar ({ workDir, name = 'sidecar', roots, targets, cpuProfDir, extra = {} }) {
+export async function startSidecar ({ workDir, name = 'sidecar', roots, targets, cpuProfDir, cpuProfIntervalUs, extra = {} }) {
   const port = await freePort()
   const stateDir = path.join(workDir, `state-${name}`)
   const socketPath = path.join(workDir, `${name}.sock`)
@@ -35,7 +35,8 @@ export async function startSidecar ({ workDir, name = 'sidecar', roots, targets,
   const config = { listen: [`127.0.0.1:${port}`, `unix:${socketPath}`], stateDir, roots, logLevel: 'warn', targets, ...extra }
   await fs.writeFile(configFile, JSON.stringify(config, null, 2))
 
-  const nodeArgs = [...NODE_FLAGS, ...(cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir] : [])]
+  const profile = cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir, ...(cpuProfIntervalUs ? [`--cpu-prof-interval=${cpuProfIntervalUs}`] : [])] : []
+  const nodeArgs = [...NODE_FLAGS, ...profile]
   const child = spawn(process.execPath, [...nodeArgs, BIN], {
     env: { ...process.env, SIDECAR_CONFIG: configFile },
     stdio: ['ignore', 'pipe', 'pipe']
@@ -91,14 +92,13 @@ export async function startSidecar ({ workDir, name = 'sidecar', roots, targets,
     },
 
     // Resolves once no job is queued or running, asking every `intervalMs`; returns the seconds it took.
+    // Asks /healthz (its count of unfinished jobs is kept, not counted): a list filtered by state
+    // walks every job the daemon holds, CPU the measured daemon would spend on the bench.
     async drained ({ timeoutMs = 600_000, intervalMs = 100 } = {}) {
       const t0 = Date.now()
       for (;;) {
-        let busy = false
-        for (const state of ['queued', 'running']) {
-          const res = await fetch(`${base}/v1/jobs?state=${state}&limit=1`)
-          busy ||= (await res.json()).jobs.length > 0
-        }
+        const res = await fetch(`${base}/healthz`)
+        const busy = (await res.json()).jobs.unfinished > 0
         if (!busy) return (Date.now() - t0) / 1000
         if (!daemon.alive()) throw new Error(`daemon exited with jobs pending:\n${daemon.outputTail()}`)
         if (Date.now() - t0 > timeoutMs) throw new Error(`jobs still pending after ${timeoutMs / 1000} s`)

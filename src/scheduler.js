@@ -41,6 +41,8 @@ export class Scheduler {
     this.logger = logger
     this.clock = clock
     this.random = random
+    this.nowMs = NaN // see now()
+    this.nowIso = ''
     this.jobs = new Map()
     this.unfinished = 0
     this.finished = new Set() // ids of finished jobs, oldest end first (for queue.keepFinished)
@@ -59,7 +61,17 @@ export class Scheduler {
     }
   }
 
-  now () { return new Date(this.clock()).toISOString() }
+  // The clock as an ISO string, made once per millisecond: a small job stamps several records
+  // (created, started, updated, finished) within the same few, and toISOString showed at ~1 % of
+  // the main thread in a profile of small uploads.
+  now () {
+    const ms = this.clock()
+    if (ms !== this.nowMs) {
+      this.nowMs = ms
+      this.nowIso = new Date(ms).toISOString()
+    }
+    return this.nowIso
+  }
 
   // Rebuilds state from the journal: jobs that were running are queued again, to start from the
   // beginning (or their offset) once start() lets the queues run.

@@ -3,8 +3,8 @@
 # (<state>/spool) and root (<state>/files) belong to node:node (1000:1000, dirs 0750): a PHP
 # running as another user (www-data) can use none of them. Mount a config that names a socket
 # group, a spool and roots shared with PHP (see deploy/kubernetes/transfer-sidecar.yaml).
-# Node 24 (LTS): the runtime the test suites run on in CI (package.json allows 24 and 26).
-FROM node:24-slim
+# Node 26 (LTS): the runtime the test suites run on in CI (package.json allows 24 and 26).
+FROM node:26-slim
 
 ENV NODE_ENV=production \
     STATE_DIRECTORY=/var/lib/transfer-sidecar \

@@ -19,7 +19,7 @@ if [ ${#packages[@]} -gt 0 ]; then
 fi
 
 # Node 24 or newer: where the machine's node is older (Debian's, or an image's Node 20, end of life
-# since 2026-04-30), scripts/node.sh installs Node 24 into .tools/node, and everything below runs on it.
+# since 2026-04-30), scripts/node.sh installs Node 26 into .tools/node, and everything below runs on it.
 node_bin=$(bash scripts/node.sh --bin-dir)
 [ -z "$node_bin" ] || export PATH="$node_bin:$PATH"
 echo "test-all: node $(node -v), npm $(npm -v)"

@@ -47,8 +47,8 @@ describe('Dockerfile', () => {
     net?.stop()
   })
 
-  it('is based on node:24-slim, runs as a non-root user, keeps state in a volume, checks health', () => {
-    expect(instr('FROM')).toEqual(['node:24-slim'])
+  it('is based on node:26-slim, runs as a non-root user, keeps state in a volume, checks health', () => {
+    expect(instr('FROM')).toEqual(['node:26-slim'])
     expect(instr('USER')).toEqual(['node'])
     expect(instr('VOLUME')[0]).toContain(env.STATE_DIRECTORY)
     expect(instr('HEALTHCHECK')).toHaveLength(1)

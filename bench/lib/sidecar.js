@@ -2,17 +2,16 @@
 // (SIDECAR_CONFIG=... node bin/transfer-sidecar.js), listening on loopback TCP and on a unix
 // socket (the PHP scripts use the socket), and a minimal client for its job API.
 import { spawn } from 'node:child_process'
-import { readFileSync } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { freePort } from '../../test/helpers/ports.js'
+import { PRODUCTION_FLAGS as NODE_FLAGS } from '../../test/helpers/node-flags.js'
 
 const BIN = fileURLToPath(new URL('../../bin/transfer-sidecar.js', import.meta.url))
-// The node flags production runs the daemon with, from the bin's shebang
-// ("#!/usr/bin/env -S node --max-semi-space-size=8"), so the bench cannot drift from them.
-export const NODE_FLAGS = (/^#!.*\bnode\b(.*)$/m.exec(readFileSync(BIN, 'utf8').split('\n')[0])?.[1] ?? '').trim().split(/\s+/).filter(Boolean)
+// The node flags production runs the daemon with (the bin's shebang's), so the bench cannot drift from them.
+export { NODE_FLAGS }
 const START_TIMEOUT_MS = 20_000
 const STOP_TIMEOUT_MS = 20_000
 const LONG_POLL_SECONDS = 60

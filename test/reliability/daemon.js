@@ -13,9 +13,7 @@ import { request, Agent } from 'undici'
 import { killOnExit } from '../harness/children.js'
 
 const BIN = new URL('../../bin/transfer-sidecar.js', import.meta.url).pathname
-// The node flags production runs the daemon with (npm start, the bin's shebang), for the tests
-// whose bounds (RSS) depend on them.
-export const PRODUCTION_FLAGS = (/^#!.*\bnode\b(.*)$/.exec(readFileSync(BIN, 'utf8').split('\n')[0])?.[1] ?? '').trim().split(/\s+/).filter(Boolean)
+export { PRODUCTION_FLAGS } from '../helpers/node-flags.js'
 export const PHP_DIR = new URL('./', import.meta.url).pathname
 export const MiB = 1 << 20
 

@@ -366,6 +366,7 @@ const downloadTempName = (dest, job) => hiddenName(dest.name, `.${job.id}.part`)
 // A server may still be finishing the request we cut (a datanode creating the file, httpd writing
 // it) when our removal arrives, and leave the temp name behind after it: once an upload has ended
 // failed or cancelled (no attempt will use the name again), its temp name is removed again later.
+// An upload sent by a direct PUT (its size as its last attempt found it) had no temp name.
 const SWEEP_AFTER_MS = [1000, 5000, 20000]
 
 export async function discardPartial (job, { roots, backend }) {
@@ -373,7 +374,7 @@ export async function discardPartial (job, { roots, backend }) {
   partials.delete(job)
   if (job.direction === 'upload') {
     const tmp = tempPathOf(backend, job)
-    if (tmp === job.remote) return
+    if (tmp === job.remote || putsDirect(backend, job, job.size)) return
     for (const ms of SWEEP_AFTER_MS) setTimeout(() => backend.remove(tmp).catch(() => {}), ms).unref()
     return
   }

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs everything the test suites need on a fresh Debian 12 machine and runs every suite:
-# Debian packages (Apache httpd with mod_dav, curl, PHP with curl and PHPUnit, Prometheus, strace, and a JDK
+# Debian packages (Apache httpd with mod_dav and mod_ssl, curl, openssl, PHP with curl and PHPUnit, Prometheus, strace, and a JDK
 # and Maven when missing), the npm dependencies, the Hadoop jars for the MiniDFSCluster harness
 # (Maven), then lint and every suite (vitest, which also runs PHPUnit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=()
-for p in apache2 curl iproute2 nginx php-cli php-curl php8.2-fpm phpunit prometheus strace systemd wrk; do dpkg -s "$p" >/dev/null 2>&1 || packages+=("$p"); done
+for p in apache2 curl iproute2 nginx openssl php-cli php-curl php8.2-fpm phpunit prometheus strace systemd wrk; do dpkg -s "$p" >/dev/null 2>&1 || packages+=("$p"); done
 command -v java >/dev/null 2>&1 || packages+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || packages+=(maven)
 if [ ${#packages[@]} -gt 0 ]; then

@@ -69,7 +69,7 @@ function quote (p) {
   return `"${p}"`
 }
 
-function buildConfig ({ root, port, davDir, lockDir, ident }) {
+function buildConfig ({ root, port, davDir, lockDir, ident, tls }) {
   const mod = (name, file) => `LoadModule ${name} ${quote(path.join(MODULES_DIR, file))}`
   const dav = davDir.replace(/\/+$/, '')
   const lines = [
@@ -86,9 +86,11 @@ function buildConfig ({ root, port, davDir, lockDir, ident }) {
     mod('dav_module', 'mod_dav.so'),
     mod('dav_fs_module', 'mod_dav_fs.so'),
     ...(existsSync('/etc/mime.types') ? [mod('mime_module', 'mod_mime.so'), 'TypesConfig /etc/mime.types'] : []),
+    ...(tls ? [mod('ssl_module', 'mod_ssl.so')] : []),
     '',
     ...(ident.isRoot ? [`User ${ident.user}`, `Group ${ident.group}`] : []),
     `Listen 127.0.0.1:${port}`,
+    ...(tls ? ['SSLEngine on', `SSLCertificateFile ${quote(tls.cert)}`, `SSLCertificateKeyFile ${quote(tls.key)}`] : []),
     'ServerName 127.0.0.1',
     'ServerTokens Prod',
     'ServerSignature Off',
@@ -284,10 +286,11 @@ async function spawnOnce ({ root, confPath, port, errorLog }) {
 
 /**
  * Start a private httpd with mod_dav.
- * @param {{ dir?: string }} [opts] dir: use this directory as the DAV document root
- *   (chowned to the server user when running as root; never deleted by stop()).
+ * @param {{ dir?: string, tls?: { cert: string, key: string } }} [opts] dir: use this directory as
+ *   the DAV document root (chowned to the server user when running as root; never deleted by
+ *   stop()). tls: serve HTTPS (mod_ssl) with this certificate and key (PEM files); the URLs are then https.
  */
-export async function startHttpd ({ dir } = {}) {
+export async function startHttpd ({ dir, tls } = {}) {
   if (!existsSync(HTTPD_BIN)) {
     throw new Error(`httpd harness: ${HTTPD_BIN} not found (apt-get install -y --no-install-recommends apache2)`)
   }
@@ -320,14 +323,14 @@ export async function startHttpd ({ dir } = {}) {
     let lastErr = null
     for (let attempt = 1; attempt <= MAX_START_ATTEMPTS; attempt++) {
       const port = await freePort()
-      await writeFile(confPath, buildConfig({ root, port, davDir, lockDir, ident }))
+      await writeFile(confPath, buildConfig({ root, port, davDir, lockDir, ident, tls }))
       // Fresh error_log per attempt so the tail describes this attempt.
       await rm(errorLog, { force: true })
       try {
         const t0 = Date.now()
         const { child } = await spawnOnce({ root, confPath, port, errorLog })
         const startMs = Date.now() - t0
-        const url = `http://127.0.0.1:${port}`
+        const url = `${tls ? 'https' : 'http'}://127.0.0.1:${port}`
         let stopping = null
         return {
           url,

@@ -88,11 +88,12 @@ export async function startTestSidecar ({ targets, roots, token = null, extra = 
 }
 
 // The daemon as a real process, configured by a file; `ready` resolves on its "listening" line.
-export async function spawnSidecar (rawConfig, { dir, nodeArgs = [] } = {}) {
+// `env` is added to this process's environment.
+export async function spawnSidecar (rawConfig, { dir, nodeArgs = [], env = {} } = {}) {
   dir ??= await tempDir('sidecar-proc-')
   const file = path.join(dir, 'config.json')
   await fs.writeFile(file, JSON.stringify(rawConfig))
-  const child = spawn(process.execPath, [...PRODUCTION_FLAGS, ...nodeArgs, BIN], { env: { ...process.env, SIDECAR_CONFIG: file }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [...PRODUCTION_FLAGS, ...nodeArgs, BIN], { env: { ...process.env, ...env, SIDECAR_CONFIG: file }, stdio: ['ignore', 'pipe', 'pipe'] })
   const output = []
   const ready = new Promise((resolve, reject) => {
     child.stdout.on('data', (d) => {

@@ -1,0 +1,70 @@
+// Targets over HTTPS, against a real Apache httpd with mod_ssl and mod_dav: the daemon uploads and
+// downloads over TLS, trusting a private CA through node's NODE_EXTRA_CA_CERTS, and refuses a server
+// whose certificate it cannot verify.
+import { describe, it, expect, beforeAll, afterAll } from 'vitest'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { startHttpd } from './harness/httpd.js'
+import { spawnSidecar, client, tempDir } from './helpers/sidecar.js'
+import { freePort } from './helpers/ports.js'
+import { makeFile, sha256File } from './helpers/files.js'
+import { selfSignedCert } from './helpers/tls.js'
+
+let dir, tls, secure, plain
+const daemons = []
+
+beforeAll(async () => {
+  dir = await tempDir('https-target-')
+  tls = await selfSignedCert(dir)
+  ;[secure, plain] = await Promise.all([startHttpd({ tls }), startHttpd()])
+}, 60000)
+
+afterAll(async () => {
+  for (const d of daemons) await d.proc.kill('SIGKILL')
+  await Promise.all([secure?.stop(), plain?.stop()])
+})
+
+// A daemon process with one target `t` at `url`; `env` for the process (NODE_EXTRA_CA_CERTS).
+async function daemon (url, { env, nodeArgs } = {}) {
+  const port = await freePort()
+  const stateDir = await tempDir('https-state-')
+  const proc = await spawnSidecar({
+    listen: [`127.0.0.1:${port}`],
+    stateDir,
+    roots: [dir],
+    retry: { attempts: 2, baseDelayMs: 20, maxDelayMs: 100 },
+    targets: { t: { type: 'http', url } }
+  }, { dir: stateDir, env, nodeArgs })
+  const d = { proc, api: client(`http://127.0.0.1:${port}`) }
+  daemons.push(d)
+  return d
+}
+
+describe('an http target over https (httpd with mod_ssl)', () => {
+  it('uploads and downloads every byte over TLS, the private CA given by NODE_EXTRA_CA_CERTS', async () => {
+    expect(secure.uploadUrl).toMatch(/^https:\/\/127\.0\.0\.1:\d+\/upload\/$/)
+    const { api } = await daemon(secure.uploadUrl, { env: { NODE_EXTRA_CA_CERTS: tls.cert } })
+    const src = path.join(dir, 'up.bin')
+    await makeFile(src, 3 * 1024 * 1024 + 17, 5)
+
+    const up = await api.run({ direction: 'upload', target: 't', local: src, remote: '/tls/up.bin' })
+    expect(up.state, JSON.stringify(up.error)).toBe('succeeded')
+    expect(up.sha256).toBe(await sha256File(src))
+    expect(await sha256File(path.join(secure.davDir, 'tls', 'up.bin'))).toBe(up.sha256)
+
+    const back = path.join(dir, 'back.bin')
+    const down = await api.run({ direction: 'download', target: 't', local: back, remote: '/tls/up.bin' })
+    expect(down.state, JSON.stringify(down.error)).toBe('succeeded')
+    expect(await sha256File(back)).toBe(up.sha256)
+  })
+
+  it('refuses a server whose certificate it cannot verify, and says why', async () => {
+    const { api } = await daemon(secure.uploadUrl)
+    const src = path.join(dir, 'untrusted.bin')
+    await makeFile(src, 4096, 6)
+    const job = await api.run({ direction: 'upload', target: 't', local: src, remote: '/tls/untrusted.bin' })
+    expect(job.state).toBe('failed')
+    expect(job.error.message).toMatch(/certificate/i)
+    await expect(fs.stat(path.join(secure.davDir, 'tls', 'untrusted.bin'))).rejects.toThrow(/ENOENT/)
+  })
+})

@@ -4,6 +4,17 @@
 // 'node:http'` loads 113 internal modules, undici and http2 among them, against 38 for require().
 // Measured on the daemon (five starts each): idle RSS 75.5–76.2 MiB against 78.2–78.5, the peak of
 // one 256 MiB upload 100.2–101.2 against 102.8–104.3.
+//
+// node:https (and with it node's TLS) only once a target or callback URL is https: most daemons
+// talk plain HTTP on their network and never need it.
 import { createRequire } from 'node:module'
 
-export const http = createRequire(import.meta.url)('node:http')
+const require = createRequire(import.meta.url)
+
+export const http = require('node:http')
+
+let https = null
+export const lazyHttps = () => (https ??= require('node:https'))
+
+// The module of a URL's scheme (a URL object's `protocol`).
+export const clientFor = (protocol) => protocol === 'https:' ? lazyHttps() : http

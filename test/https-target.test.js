@@ -1,6 +1,7 @@
 // Targets over HTTPS, against a real Apache httpd with mod_ssl and mod_dav: the daemon uploads and
 // downloads over TLS, trusting a private CA through node's NODE_EXTRA_CA_CERTS, and refuses a server
-// whose certificate it cannot verify.
+// whose certificate it cannot verify. A daemon whose targets are all plain http never loads node's
+// TLS (src/node-http.js, src/metrics.js): it costs RSS for nothing.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
@@ -9,6 +10,8 @@ import { spawnSidecar, client, tempDir } from './helpers/sidecar.js'
 import { freePort } from './helpers/ports.js'
 import { makeFile, sha256File } from './helpers/files.js'
 import { selfSignedCert } from './helpers/tls.js'
+
+const TLS_MODULES = ['NativeModule https', 'NativeModule tls', 'NativeModule _tls_wrap']
 
 let dir, tls, secure, plain
 const daemons = []
@@ -66,5 +69,25 @@ describe('an http target over https (httpd with mod_ssl)', () => {
     expect(job.state).toBe('failed')
     expect(job.error.message).toMatch(/certificate/i)
     await expect(fs.stat(path.join(secure.davDir, 'tls', 'untrusted.bin'))).rejects.toThrow(/ENOENT/)
+  })
+})
+
+describe('node TLS only on demand', () => {
+  it('a daemon whose targets are plain http has not loaded node:https or tls after a transfer and a /metrics scrape', async () => {
+    const out = path.join(dir, 'modules.json')
+    // Preloaded into the daemon: its list of loaded built-ins, written when it exits.
+    const probe = 'data:text/javascript,' + encodeURIComponent(
+      `import fs from 'node:fs'; process.on('exit', () => fs.writeFileSync(${JSON.stringify(out)}, JSON.stringify(process.moduleLoadList)))`)
+    const { proc, api } = await daemon(plain.uploadUrl, { nodeArgs: ['--import', probe] })
+    const src = path.join(dir, 'plain.bin')
+    await makeFile(src, 64 * 1024, 7)
+    const job = await api.run({ direction: 'upload', target: 't', local: src, remote: '/plain/plain.bin' })
+    expect(job.state, JSON.stringify(job.error)).toBe('succeeded')
+    expect((await api.call('GET', '/metrics')).status).toBe(200)
+    expect(await proc.kill('SIGTERM')).toEqual({ code: 0, signal: null })
+
+    const loaded = JSON.parse(await fs.readFile(out, 'utf8'))
+    expect(loaded).toContain('NativeModule http') // the probe saw the daemon's modules
+    expect(loaded.filter((m) => TLS_MODULES.includes(m))).toEqual([])
   })
 })

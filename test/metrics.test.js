@@ -16,7 +16,8 @@ import { startHdfs } from './harness/hdfs.js'
 import { startPrometheus } from './harness/prometheus.js'
 import { startTestSidecar, tempDir, waitFor } from './helpers/sidecar.js'
 import { makeFile } from './helpers/files.js'
-import { createMetrics, sizeClass, SIZE_CLASSES } from '../src/metrics.js'
+import promClient from 'prom-client'
+import { client as metricsClient, createMetrics, sizeClass, SIZE_CLASSES } from '../src/metrics.js'
 import { validateConfig } from '../src/index.js'
 
 const run = promisify(execFile)
@@ -82,6 +83,14 @@ async function evaluate (prom, expr) {
 const legendOf = (legend, labels) => (legend && legend !== '__auto' ? legend.replace(/\{\{\s*(\w+)\s*\}\}/g, (m, l) => labels[l] ?? '') : JSON.stringify(labels))
 
 describe('src/metrics.js', () => {
+  it("uses prom-client's own classes, loaded from their files without the package's index", () => {
+    expect(metricsClient.Registry).toBe(promClient.Registry)
+    expect(metricsClient.Counter).toBe(promClient.Counter)
+    expect(metricsClient.Gauge).toBe(promClient.Gauge)
+    expect(metricsClient.Histogram).toBe(promClient.Histogram)
+    expect(metricsClient.collectDefaultMetrics).toBe(promClient.collectDefaultMetrics)
+  })
+
   it('puts sizes in a handful of classes', () => {
     expect(SIZE_CLASSES.map(([, name]) => name)).toEqual(['lt_1MiB', '1_10MiB', '10_100MiB', '100MiB_1GiB', 'ge_1GiB'])
     expect([0, MiB - 1, MiB, 10 * MiB - 1, 10 * MiB, 1024 * MiB - 1, 1024 * MiB, 2 ** 50].map(sizeClass))

@@ -1,6 +1,5 @@
 // Small helpers shared by the HTTP-speaking backends (webhdfs, http).
-import { http } from '../node-http.js'
-import https from 'node:https'
+import { http, clientFor, lazyHttps } from '../node-http.js'
 import { finished } from 'node:stream/promises'
 import {
   RemoteNotFoundError, RemoteExistsError, PermissionDeniedError, RemoteRejectedError, RemoteUnavailableError
@@ -39,12 +38,12 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'PROPFIND
 // meets a reused socket closing under it is sent once more.
 export function createHttpClient ({ connectMs = 10000, idleMs = 60000, maxSockets = 64 } = {}) {
   const options = { keepAlive: true, keepAliveMsecs: 30000, maxSockets, maxFreeSockets: maxSockets, timeout: 4000, scheduling: 'lifo' }
-  const agents = { 'http:': new http.Agent(options), 'https:': new https.Agent(options) }
+  const agents = { 'http:': new http.Agent(options) }
+  const agentFor = (protocol) => protocol === 'https:' ? (agents['https:'] ??= new (lazyHttps().Agent)(options)) : agents[protocol]
 
   function once (url, { method, headers, body, signal }) {
     return new Promise((resolve, reject) => {
-      const mod = url.protocol === 'https:' ? https : http
-      const req = mod.request(url, { method, headers, signal, agent: agents[url.protocol] })
+      const req = clientFor(url.protocol).request(url, { method, headers, signal, agent: agentFor(url.protocol) })
       armTimeouts(req, url.host, { idleMs, connectMs })
       req.once('error', (err) => {
         err.reusedSocket = req.reusedSocket
@@ -70,7 +69,7 @@ export function createHttpClient ({ connectMs = 10000, idleMs = 60000, maxSocket
         return once(url, { method, headers, body, signal })
       }
     },
-    agent: (url) => agents[new URL(url).protocol],
+    agent: (url) => agentFor(new URL(url).protocol),
     close () {
       for (const a of Object.values(agents)) a.destroy()
     }
@@ -126,7 +125,7 @@ export function encodePath (p) {
 // (Hadoop datanodes answer every PUT with an unsolicited "100 Continue", which node:http ignores.)
 export function putStream (url, { headers, signal, idleMs = 60000, connectMs = 0, agent = false }) {
   const target = new URL(url)
-  const client = target.protocol === 'https:' ? https : http
+  const client = clientFor(target.protocol)
   const req = client.request(target, { method: 'PUT', headers, signal, agent })
   armTimeouts(req, target.host, { idleMs, connectMs })
   const done = new Promise((resolve, reject) => {
@@ -140,7 +139,7 @@ export function putStream (url, { headers, signal, idleMs = 60000, connectMs = 0
 // used for https and when the transfer has no buffer pool (http-get.js otherwise).
 export function getStream (url, { headers, signal, idleMs = 60000, connectMs = 0 }) {
   const target = new URL(url)
-  const client = target.protocol === 'https:' ? https : http
+  const client = clientFor(target.protocol)
   return new Promise((resolve, reject) => {
     const req = client.get(target, { headers, signal, agent: false })
     armTimeouts(req, target.host, { idleMs, connectMs })

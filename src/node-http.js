@@ -5,8 +5,8 @@
 // Measured on the daemon (five starts each): idle RSS 75.5–76.2 MiB against 78.2–78.5, the peak of
 // one 256 MiB upload 100.2–101.2 against 102.8–104.3.
 //
-// node:https (and with it node's TLS) only once a target or callback URL is https: most daemons
-// talk plain HTTP on their network and never need it.
+// node:https (and with it node's TLS) only in a daemon with an https target (loaded at its start)
+// or callback (at the first one sent): most daemons talk plain HTTP on their network.
 import { createRequire } from 'node:module'
 
 const require = createRequire(import.meta.url)

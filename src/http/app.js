@@ -1,4 +1,5 @@
-// The control API: POST /v1/jobs on its own fast path (submit.js), everything else on express.
+// The control API: POST /v1/jobs and GET /v1/jobs/{id} on fast paths of their own (submit.js,
+// status.js), everything else on express.
 // Every error is answered as {"error":{"code","message"}} with the status its SidecarError carries.
 import express from 'express'
 import { InvalidRequestError, UnauthorizedError, RouteNotFoundError, MethodNotAllowedError, BrowserRefusedError } from '../errors.js'
@@ -7,11 +8,7 @@ import { streamHandler } from './stream.js'
 import { parseObservation } from './observations.js'
 import { MAX_BODY_BYTES, tokenMatcher, sendError } from './respond.js'
 import { isSubmit, submitHandler } from './submit.js'
-
-const MAX_WAIT_SECONDS = 300
-// Why a long poll stops early. One object for all: abort() without a reason builds a DOMException,
-// stack trace included, at every finished long poll.
-const CLIENT_GONE = Object.freeze(Object.assign(new Error('the client closed the connection'), { code: 'CLIENT_GONE' }))
+import { CLIENT_GONE, jobStatus, matchStatus, parseWait, statusHandler } from './status.js'
 
 function tokenCheck (token) {
   const authorized = tokenMatcher(token)
@@ -37,14 +34,6 @@ function browserRequest (req) {
     return new BrowserRefusedError('the Host header must name the loopback (localhost, 127.0.0.1 or [::1]) unless a token is set')
   }
   return null
-}
-
-// Plain decimal seconds only: Number() would also take "", "0x3", "1e3" and " 3 ".
-function parseWait (value) {
-  if (value === undefined) return 0
-  const n = typeof value === 'string' && /^\d+(\.\d+)?$/.test(value) ? Number(value) : NaN
-  if (!(n <= MAX_WAIT_SECONDS)) throw new InvalidRequestError(`wait must be a decimal number of seconds from 0 to ${MAX_WAIT_SECONDS}`)
-  return n * 1000
 }
 
 export function createApp ({ config, scheduler, backends, metrics, logger }) {
@@ -92,14 +81,12 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
     })
     .all(methodNotAllowed('GET, HEAD, POST'))
 
-  app.route('/v1/jobs/:id')
+  app.route('/v1/jobs/:id') // a plain GET is served by status.js, before express
     .get(async (req, res) => {
       const ms = parseWait(req.query.wait)
-      scheduler.get(req.params.id)
       const closed = new AbortController()
       res.once('close', () => closed.abort(CLIENT_GONE))
-      const job = await scheduler.waitForEnd(req.params.id, ms, closed.signal)
-      res.json(scheduler.view(job))
+      res.json(await jobStatus(scheduler, req.params.id, ms, closed.signal))
     })
     .delete(async (req, res) => {
       const job = await scheduler.cancel(req.params.id)
@@ -125,6 +112,7 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
 
   app.use((err, req, res, next) => sendError(res, err, logger))
   const submit = submitHandler({ config, scheduler, logger })
+  const status = statusHandler({ config, scheduler, logger })
   return (req, res) => {
     // RFC 9112 3.2; node's own check (requireHostHeader) would answer without a JSON body.
     const refused = req.headers.host === undefined && req.httpVersion === '1.1'
@@ -135,7 +123,9 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
       logger.warn({ method: req.method, path: req.url.slice(0, 200), status: refused.statusCode, code: refused.code, origin: req.headers.origin?.slice(0, 200), host: req.headers.host?.slice(0, 200) }, 'request refused')
       return sendError(res, refused, logger)
     }
-    return isSubmit(req) ? submit(req, res) : app(req, res)
+    if (isSubmit(req)) return submit(req, res)
+    const asked = matchStatus(req)
+    return asked ? status(req, res, asked) : app(req, res)
   }
 }
 

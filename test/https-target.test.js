@@ -1,11 +1,13 @@
-// Targets over HTTPS, against a real Apache httpd with mod_ssl and mod_dav: the daemon uploads and
-// downloads over TLS, trusting a private CA through node's NODE_EXTRA_CA_CERTS, and refuses a server
-// whose certificate it cannot verify. A daemon whose targets are all plain http never loads node's
+// Targets over HTTPS: a real Apache httpd with mod_ssl and mod_dav, and a real MiniDFSCluster serving
+// WebHDFS over HTTPS only (namenode and datanode). The daemon uploads and downloads over TLS,
+// trusting a private CA through node's NODE_EXTRA_CA_CERTS, and refuses a server whose certificate
+// it cannot verify. A daemon whose targets are all plain http never loads node's
 // TLS (src/node-http.js, src/metrics.js): it costs RSS for nothing.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { startHttpd } from './harness/httpd.js'
+import { startHdfs } from './harness/hdfs.js'
 import { spawnSidecar, client, tempDir } from './helpers/sidecar.js'
 import { freePort } from './helpers/ports.js'
 import { makeFile, sha256File } from './helpers/files.js'
@@ -13,22 +15,24 @@ import { selfSignedCert } from './helpers/tls.js'
 
 const TLS_MODULES = ['NativeModule https', 'NativeModule tls', 'NativeModule _tls_wrap']
 
-let dir, tls, secure, plain
+let dir, tls, secure, plain, hdfs
 const daemons = []
 
 beforeAll(async () => {
   dir = await tempDir('https-target-')
   tls = await selfSignedCert(dir)
-  ;[secure, plain] = await Promise.all([startHttpd({ tls }), startHttpd()])
-}, 60000)
+  ;[secure, plain, hdfs] = await Promise.all([startHttpd({ tls }), startHttpd(), startHdfs({ tls })])
+  await hdfs.command('mkdir /data www-data 755')
+}, 180000)
 
 afterAll(async () => {
   for (const d of daemons) await d.proc.kill('SIGKILL')
-  await Promise.all([secure?.stop(), plain?.stop()])
+  await Promise.all([secure?.stop(), plain?.stop(), hdfs?.stop()])
 })
 
-// A daemon process with one target `t` at `url`; `env` for the process (NODE_EXTRA_CA_CERTS).
-async function daemon (url, { env, nodeArgs } = {}) {
+// A daemon process with one target `t` (an http target at `url`, or `target`); `env` for the
+// process (NODE_EXTRA_CA_CERTS).
+async function daemon (url, { env, nodeArgs, target = { type: 'http', url } } = {}) {
   const port = await freePort()
   const stateDir = await tempDir('https-state-')
   const proc = await spawnSidecar({
@@ -36,7 +40,7 @@ async function daemon (url, { env, nodeArgs } = {}) {
     stateDir,
     roots: [dir],
     retry: { attempts: 2, baseDelayMs: 20, maxDelayMs: 100 },
-    targets: { t: { type: 'http', url } }
+    targets: { t: target }
   }, { dir: stateDir, env, nodeArgs })
   const d = { proc, api: client(`http://127.0.0.1:${port}`) }
   daemons.push(d)
@@ -69,6 +73,37 @@ describe('an http target over https (httpd with mod_ssl)', () => {
     expect(job.state).toBe('failed')
     expect(job.error.message).toMatch(/certificate/i)
     await expect(fs.stat(path.join(secure.davDir, 'tls', 'untrusted.bin'))).rejects.toThrow(/ENOENT/)
+  })
+})
+
+describe('a webhdfs target over https (MiniDFSCluster, HTTPS only)', () => {
+  it('uploads, checks HDFS\'s checksum and downloads over TLS, the namenode\'s redirects to the datanode included', async () => {
+    expect(hdfs.namenodes[0]).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/)
+    const target = { type: 'webhdfs', namenodes: hdfs.namenodes, user: 'www-data', base: '/data', checksum: true }
+    const { api } = await daemon(null, { target, env: { NODE_EXTRA_CA_CERTS: tls.cert } })
+    const src = path.join(dir, 'hdfs-up.bin')
+    await makeFile(src, 3 * 1024 * 1024 + 5, 8)
+
+    const up = await api.run({ direction: 'upload', target: 't', local: src, remote: '/tls/up.bin' })
+    expect(up.state, JSON.stringify(up.error)).toBe('succeeded')
+    expect(up.sha256).toBe(await sha256File(src))
+    expect(up.checksum?.algorithm).toMatch(/^MD5-of-\d+MD5-of-512CRC32C$/)
+
+    const back = path.join(dir, 'hdfs-back.bin')
+    const down = await api.run({ direction: 'download', target: 't', local: back, remote: '/tls/up.bin' })
+    expect(down.state, JSON.stringify(down.error)).toBe('succeeded')
+    expect(await sha256File(back)).toBe(up.sha256)
+    expect(down.checksum).toEqual(up.checksum)
+  })
+
+  it('refuses a namenode whose certificate it cannot verify', async () => {
+    const target = { type: 'webhdfs', namenodes: hdfs.namenodes, user: 'www-data', base: '/data' }
+    const { api } = await daemon(null, { target })
+    const src = path.join(dir, 'hdfs-untrusted.bin')
+    await makeFile(src, 4096, 9)
+    const job = await api.run({ direction: 'upload', target: 't', local: src, remote: '/tls/untrusted.bin' })
+    expect(job.state).toBe('failed')
+    expect(job.error.message).toMatch(/certificate/i)
   })
 })
 

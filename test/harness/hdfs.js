@@ -4,6 +4,9 @@
 //
 //   const hdfs = await startHdfs({ datanodes: 1, ha: false });
 //   hdfs.namenodes[0]          // 'http://127.0.0.1:PORT' (WebHDFS at /webhdfs/v1)
+//
+// With `tls: { cert, key }` (PEM files, e.g. test/helpers/tls.js) WebHDFS is served over HTTPS
+// only, namenodes and datanodes alike, and `namenodes` are https URLs.
 //   await hdfs.command('mkdir /data www-data 755');
 //   await hdfs.stop();
 //
@@ -17,13 +20,14 @@
 // An idle cluster does not keep the Node process alive; if Node exits without
 // stop(), the JVM sees stdin close and shuts the cluster down by itself.
 
-import { spawn } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { existsSync, readdirSync, statSync } from 'node:fs'
 import { mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { promisify } from 'node:util'
 
 const HARNESS_DIR = fileURLToPath(new URL('./hdfs/', import.meta.url))
 const POM = path.join(HARNESS_DIR, 'pom.xml')
@@ -145,23 +149,47 @@ function javaBin () {
  *   superuser: string, command: (line: string) => Promise<string>,
  *   stop: () => Promise<void>, pid: number, stderrTail: () => string}>}
  */
-export async function startHdfs ({ datanodes = 1, ha = false, blocksize, base, timeoutMs = 120000 } = {}) {
+// Hadoop's HTTP servers read their keystore from an ssl-server.xml on the classpath: a directory
+// with that file and a PKCS#12 keystore made from the PEM pair.
+async function sslConfigDir (dir, { cert, key }) {
+  await mkdir(dir)
+  const keystore = path.join(dir, 'keystore.p12')
+  const password = 'minihdfs-test'
+  await promisify(execFile)('openssl', ['pkcs12', '-export', '-in', cert, '-inkey', key, '-out', keystore, '-passout', `pass:${password}`])
+  const property = (name, value) => `  <property><name>${name}</name><value>${value}</value></property>`
+  await writeFile(path.join(dir, 'ssl-server.xml'), [
+    '<?xml version="1.0"?>',
+    '<configuration>',
+    property('ssl.server.keystore.location', keystore),
+    property('ssl.server.keystore.type', 'pkcs12'),
+    property('ssl.server.keystore.password', password),
+    property('ssl.server.keystore.keypassword', password),
+    '</configuration>',
+    ''
+  ].join('\n'))
+  return dir
+}
+
+export async function startHdfs ({ datanodes = 1, ha = false, blocksize, base, tls, timeoutMs = 120000 } = {}) {
   if (!isBuilt()) await buildHdfsHarness({ force: false })
 
   // The JVM's own temp files (Jetty's per-server work dirs, which it leaves behind) go to a dir of
   // ours, removed when the JVM exits.
   const javaTmp = await mkdtemp(path.join(os.tmpdir(), 'minihdfs-tmp-'))
+  const classpath = [CLASSES, path.join(LIB, '*')]
+  if (tls) classpath.push(await sslConfigDir(path.join(javaTmp, 'ssl'), tls))
   const args = [
     '--add-opens=java.base/java.lang=ALL-UNNAMED',
     `-Djava.io.tmpdir=${javaTmp}`,
     '-Xmx512m',
     '-cp',
-    [CLASSES, path.join(LIB, '*')].join(path.delimiter),
+    classpath.join(path.delimiter),
     MAIN_CLASS,
     '--datanodes',
     String(datanodes),
   ]
   if (ha) args.push('--ha')
+  if (tls) args.push('--https')
   if (blocksize != null) args.push('--blocksize', String(blocksize))
   const ownBase = base == null
   const baseDir = ownBase ? await mkdtemp(path.join(os.tmpdir(), 'minihdfs-')) : path.resolve(base)

@@ -39,7 +39,9 @@ import org.apache.hadoop.security.UserGroupInformation;
  * <p>Flags: {@code --datanodes N} (default 1), {@code --ha} (two namenodes,
  * index 0 active, index 1 standby), {@code --base DIR} (default: a fresh temp
  * dir, removed at exit), {@code --blocksize BYTES} (dfs.blocksize; multiple of
- * 512; the namenode's minimum block size is lowered to 0 so small values work).
+ * 512; the namenode's minimum block size is lowered to 0 so small values work),
+ * {@code --https} (WebHDFS over HTTPS only, namenodes and datanodes; the
+ * keystore is named by an ssl-server.xml the caller puts on the classpath).
  *
  * <p>Protocol: once up, exactly one stdout line {@code READY {json}}. Then one
  * command per stdin line, each answered by one stdout line {@code OK <cmd>} or
@@ -66,16 +68,18 @@ public final class MiniHdfs {
   /** Original datanode index -> properties of a stopped datanode. */
   private final DataNodeProperties[] dnStopped;
   private final int[] dnHttpPorts;
+  private final boolean https;
 
-  private MiniHdfs(MiniDFSCluster cluster, boolean ha) {
+  private MiniHdfs(MiniDFSCluster cluster, boolean ha, boolean https) {
     this.cluster = cluster;
     this.ha = ha;
+    this.https = https;
     List<DataNode> dns = cluster.getDataNodes();
     this.dnRunning = dns.toArray(new DataNode[0]);
     this.dnStopped = new DataNodeProperties[dnRunning.length];
     this.dnHttpPorts = new int[dnRunning.length];
     for (int i = 0; i < dnRunning.length; i++) {
-      dnHttpPorts[i] = dnRunning[i].getInfoPort();
+      dnHttpPorts[i] = https ? dnRunning[i].getInfoSecurePort() : dnRunning[i].getInfoPort();
     }
   }
 
@@ -106,6 +110,7 @@ public final class MiniHdfs {
     boolean ha = false;
     String base = null;
     Long blocksize = null;
+    boolean https = false;
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
       switch (a) {
@@ -113,6 +118,7 @@ public final class MiniHdfs {
         case "--ha": ha = true; break;
         case "--base": base = needValue(args, ++i, a); break;
         case "--blocksize": blocksize = Long.parseLong(needValue(args, ++i, a)); break;
+        case "--https": https = true; break;
         default: throw new IllegalArgumentException("unknown argument: " + a);
       }
     }
@@ -141,6 +147,11 @@ public final class MiniHdfs {
     // here within seconds, and a datanode's cached connection to the old
     // process would otherwise fail the next WebHDFS call with 403 EOFException.
     conf.setInt("ipc.client.connection.maxidletime", 1000);
+    if (https) {
+      conf.set(DFSConfigKeys.DFS_HTTP_POLICY_KEY, "HTTPS_ONLY");
+      conf.set(DFSConfigKeys.DFS_NAMENODE_HTTPS_ADDRESS_KEY, "127.0.0.1:0");
+      conf.set(DFSConfigKeys.DFS_DATANODE_HTTPS_ADDRESS_KEY, "127.0.0.1:0");
+    }
     if (blocksize != null) {
       conf.setLong(DFSConfigKeys.DFS_BLOCK_SIZE_KEY, blocksize);
       conf.setLong(DFSConfigKeys.DFS_NAMENODE_MIN_BLOCK_SIZE_KEY, 0);
@@ -165,7 +176,7 @@ public final class MiniHdfs {
         cluster.transitionToActive(0);
         cluster.waitActive();
       }
-      MiniHdfs h = new MiniHdfs(cluster, ha);
+      MiniHdfs h = new MiniHdfs(cluster, ha, https);
       h.mkdir("/tmp", null, null, (short) 01777);
       System.err.printf("MiniHdfs: up in %d ms (base %s)%n",
           (System.nanoTime() - t0) / 1_000_000, baseDir);
@@ -206,7 +217,9 @@ public final class MiniHdfs {
         nns.append(',');
         rpc.append(',');
       }
-      nns.append(jsonString("http://127.0.0.1:" + nn.getHttpAddress().getPort()));
+      nns.append(jsonString(https
+          ? "https://127.0.0.1:" + nn.getHttpsAddress().getPort()
+          : "http://127.0.0.1:" + nn.getHttpAddress().getPort()));
       rpc.append(jsonString("hdfs://127.0.0.1:" + nn.getNameNodeAddress().getPort()));
     }
     StringBuilder dns = new StringBuilder();
@@ -339,10 +352,11 @@ public final class MiniHdfs {
       throw new IllegalStateException("datanode " + i + " not found in cluster");
     }
     DataNodeProperties props = cluster.stopDataNode(idx);
-    // Keep the HTTP port too (MiniDFSCluster only keeps the xfer and IPC ports).
+    // Keep the HTTP(S) port too (MiniDFSCluster only keeps the xfer and IPC ports).
     Field f = DataNodeProperties.class.getDeclaredField("conf");
     f.setAccessible(true);
-    ((Configuration) f.get(props)).set(DFSConfigKeys.DFS_DATANODE_HTTP_ADDRESS_KEY,
+    ((Configuration) f.get(props)).set(https
+        ? DFSConfigKeys.DFS_DATANODE_HTTPS_ADDRESS_KEY : DFSConfigKeys.DFS_DATANODE_HTTP_ADDRESS_KEY,
         "127.0.0.1:" + dnHttpPorts[i]);
     dnStopped[i] = props;
     dnRunning[i] = null;

@@ -4,11 +4,11 @@
 //
 //   const hdfs = await startHdfs({ datanodes: 1, ha: false });
 //   hdfs.namenodes[0]          // 'http://127.0.0.1:PORT' (WebHDFS at /webhdfs/v1)
+//   await hdfs.command('mkdir /data www-data 755');
+//   await hdfs.stop();
 //
 // With `tls: { cert, key }` (PEM files, e.g. test/helpers/tls.js) WebHDFS is served over HTTPS
 // only, namenodes and datanodes alike, and `namenodes` are https URLs.
-//   await hdfs.command('mkdir /data www-data 755');
-//   await hdfs.stop();
 //
 // Commands: transition-to-standby I, transition-to-active I (HA only),
 // shutdown-namenode I, restart-namenode I (same ports; in HA it comes back as
@@ -134,21 +134,6 @@ function javaBin () {
   return 'java'
 }
 
-/**
- * Start a MiniDFSCluster. Resolves once it printed READY.
- * @param {object} [opts]
- * @param {number} [opts.datanodes=1]
- * @param {boolean} [opts.ha=false] two namenodes, index 0 active, 1 standby
- * @param {number} [opts.blocksize] dfs.blocksize in bytes (multiple of 512)
- * @param {string} [opts.base] cluster dir. The JVM deletes it at shutdown
- *   (MiniDFSCluster.shutdown(true)); by default a fresh temp dir, which is also
- *   removed here if the JVM dies or has to be killed.
- * @param {number} [opts.timeoutMs=120000] for JVM start to READY (the one-off
- *   Maven build before it, if needed, has its own 10 min limit)
- * @returns {Promise<{namenodes: string[], datanodes: string[], rpc: string[],
- *   superuser: string, command: (line: string) => Promise<string>,
- *   stop: () => Promise<void>, pid: number, stderrTail: () => string}>}
- */
 // Hadoop's HTTP servers read their keystore from an ssl-server.xml on the classpath: a directory
 // with that file and a PKCS#12 keystore made from the PEM pair.
 async function sslConfigDir (dir, { cert, key }) {
@@ -170,6 +155,22 @@ async function sslConfigDir (dir, { cert, key }) {
   return dir
 }
 
+/**
+ * Start a MiniDFSCluster. Resolves once it printed READY.
+ * @param {object} [opts]
+ * @param {number} [opts.datanodes=1]
+ * @param {boolean} [opts.ha=false] two namenodes, index 0 active, 1 standby
+ * @param {number} [opts.blocksize] dfs.blocksize in bytes (multiple of 512)
+ * @param {{cert: string, key: string}} [opts.tls] PEM files: WebHDFS over HTTPS only
+ * @param {string} [opts.base] cluster dir. The JVM deletes it at shutdown
+ *   (MiniDFSCluster.shutdown(true)); by default a fresh temp dir, which is also
+ *   removed here if the JVM dies or has to be killed.
+ * @param {number} [opts.timeoutMs=120000] for JVM start to READY (the one-off
+ *   Maven build before it, if needed, has its own 10 min limit)
+ * @returns {Promise<{namenodes: string[], datanodes: string[], rpc: string[],
+ *   superuser: string, command: (line: string) => Promise<string>,
+ *   stop: () => Promise<void>, pid: number, stderrTail: () => string}>}
+ */
 export async function startHdfs ({ datanodes = 1, ha = false, blocksize, base, tls, timeoutMs = 120000 } = {}) {
   if (!isBuilt()) await buildHdfsHarness({ force: false })
 
@@ -177,7 +178,12 @@ export async function startHdfs ({ datanodes = 1, ha = false, blocksize, base, t
   // ours, removed when the JVM exits.
   const javaTmp = await mkdtemp(path.join(os.tmpdir(), 'minihdfs-tmp-'))
   const classpath = [CLASSES, path.join(LIB, '*')]
-  if (tls) classpath.push(await sslConfigDir(path.join(javaTmp, 'ssl'), tls))
+  if (tls) {
+    classpath.push(await sslConfigDir(path.join(javaTmp, 'ssl'), tls).catch(async (err) => {
+      await rm(javaTmp, { recursive: true, force: true })
+      throw err
+    }))
+  }
   const args = [
     '--add-opens=java.base/java.lang=ALL-UNNAMED',
     `-Djava.io.tmpdir=${javaTmp}`,

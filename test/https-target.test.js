@@ -1,14 +1,16 @@
 // Targets over HTTPS: a real Apache httpd with mod_ssl and mod_dav, and a real MiniDFSCluster serving
-// WebHDFS over HTTPS only (namenode and datanode). The daemon uploads and downloads over TLS,
-// trusting a private CA through node's NODE_EXTRA_CA_CERTS, and refuses a server whose certificate
-// it cannot verify. A daemon whose targets are all plain http never loads node's
-// TLS (src/node-http.js, src/metrics.js): it costs RSS for nothing.
+// WebHDFS over HTTPS only (namenode and datanode); and callbacks to an https server. The daemon
+// uploads, downloads and calls back over TLS, trusting a private CA through node's
+// NODE_EXTRA_CA_CERTS, and refuses a server whose certificate it cannot verify. A daemon with no
+// https target or callback never loads node's TLS (src/node-http.js, src/metrics.js): it would cost
+// RSS for nothing.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
+import https from 'node:https'
 import path from 'node:path'
 import { startHttpd } from './harness/httpd.js'
 import { startHdfs } from './harness/hdfs.js'
-import { spawnSidecar, client, tempDir } from './helpers/sidecar.js'
+import { spawnSidecar, client, tempDir, waitFor } from './helpers/sidecar.js'
 import { freePort } from './helpers/ports.js'
 import { makeFile, sha256File } from './helpers/files.js'
 import { selfSignedCert } from './helpers/tls.js'
@@ -31,8 +33,8 @@ afterAll(async () => {
 })
 
 // A daemon process with one target `t` (an http target at `url`, or `target`); `env` for the
-// process (NODE_EXTRA_CA_CERTS).
-async function daemon (url, { env, nodeArgs, target = { type: 'http', url } } = {}) {
+// process (NODE_EXTRA_CA_CERTS); `extra` config.
+async function daemon (url, { env, nodeArgs, target = { type: 'http', url }, extra = {} } = {}) {
   const port = await freePort()
   const stateDir = await tempDir('https-state-')
   const proc = await spawnSidecar({
@@ -40,7 +42,8 @@ async function daemon (url, { env, nodeArgs, target = { type: 'http', url } } = 
     stateDir,
     roots: [dir],
     retry: { attempts: 2, baseDelayMs: 20, maxDelayMs: 100 },
-    targets: { t: target }
+    targets: { t: target },
+    ...extra
   }, { dir: stateDir, env, nodeArgs })
   const d = { proc, api: client(`http://127.0.0.1:${port}`) }
   daemons.push(d)
@@ -104,6 +107,46 @@ describe('a webhdfs target over https (MiniDFSCluster, HTTPS only)', () => {
     const job = await api.run({ direction: 'upload', target: 't', local: src, remote: '/tls/untrusted.bin' })
     expect(job.state).toBe('failed')
     expect(job.error.message).toMatch(/certificate/i)
+  })
+})
+
+describe('callbacks over https', () => {
+  // A node https server with the test certificate, recording the callbacks it is sent.
+  async function hookServer () {
+    const received = []
+    const server = https.createServer({ cert: await fs.readFile(tls.cert), key: await fs.readFile(tls.key) }, (req, res) => {
+      const chunks = []
+      req.on('data', (c) => chunks.push(c))
+      req.on('end', () => {
+        received.push({ url: req.url, event: req.headers['x-sidecar-event'], body: JSON.parse(Buffer.concat(chunks)) })
+        res.writeHead(204).end()
+      })
+    })
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+    return { received, base: `https://127.0.0.1:${server.address().port}/hooks/`, close: () => server.close() }
+  }
+
+  it('delivers a job\'s final record to an https callback it can verify, and gives up on one it cannot', async () => {
+    const hooks = await hookServer()
+    try {
+      const extra = { callbacks: { allow: [hooks.base], attempts: 2, baseDelayMs: 20, maxDelayMs: 50, timeoutMs: 5000 } }
+      const src = path.join(dir, 'cb.bin')
+      await makeFile(src, 4096, 10)
+
+      const trusted = await daemon(plain.uploadUrl, { env: { NODE_EXTRA_CA_CERTS: tls.cert }, extra })
+      const job = await trusted.api.run({ direction: 'upload', target: 't', local: src, remote: '/cb/a.bin', callback: `${hooks.base}a` })
+      expect(job.state).toBe('succeeded')
+      await waitFor(async () => (await trusted.api.job(job.id)).json.callbackState === 'delivered')
+      expect(hooks.received).toEqual([{ url: '/hooks/a', event: 'job.finished', body: expect.objectContaining({ id: job.id, state: 'succeeded' }) }])
+
+      const untrusted = await daemon(plain.uploadUrl, { extra })
+      const other = await untrusted.api.run({ direction: 'upload', target: 't', local: src, remote: '/cb/b.bin', callback: `${hooks.base}b` })
+      expect(other.state).toBe('succeeded')
+      await waitFor(async () => (await untrusted.api.job(other.id)).json.callbackState === 'failed')
+      expect(hooks.received.map((r) => r.url)).toEqual(['/hooks/a']) // nothing reached the server from it
+    } finally {
+      hooks.close()
+    }
   })
 })
 

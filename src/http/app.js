@@ -2,19 +2,20 @@
 // status.js), everything else on express.
 // Every error is answered as {"error":{"code","message"}} with the status its SidecarError carries.
 import express from 'express'
-import { InvalidRequestError, UnauthorizedError, RouteNotFoundError, MethodNotAllowedError, BrowserRefusedError } from '../errors.js'
+import { InvalidRequestError, RouteNotFoundError, MethodNotAllowedError, BrowserRefusedError } from '../errors.js'
 import { STATES } from '../jobs.js'
 import { streamHandler } from './stream.js'
 import { parseObservation } from './observations.js'
-import { MAX_BODY_BYTES, tokenMatcher, sendError } from './respond.js'
+import { MAX_BODY_BYTES, requireToken, logWhenAnswered, sendError } from './respond.js'
 import { isSubmit, submitHandler } from './submit.js'
 import { CLIENT_GONE, jobStatus, matchStatus, parseWait, statusHandler } from './status.js'
 
 function tokenCheck (token) {
-  const authorized = tokenMatcher(token)
-  return (req, res, next) => authorized(req.get('authorization'))
-    ? next()
-    : next(new UnauthorizedError('a valid "Authorization: Bearer <token>" header is required'))
+  const check = requireToken(token)
+  return (req, res, next) => {
+    check(req.get('authorization'))
+    next()
+  }
 }
 
 // Without a token, what a web page in a browser on this host could send to a loopback port is
@@ -47,10 +48,7 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
   app.set('case sensitive routing', true)
 
   app.use((req, res, next) => {
-    const start = process.hrtime.bigint()
-    res.once('finish', () => {
-      logger.info({ method: req.method, path: req.path, status: res.statusCode, ms: Number(process.hrtime.bigint() - start) / 1e6 }, 'request')
-    })
+    logWhenAnswered(logger, req, res, req.path)
     next()
   })
 

@@ -1,7 +1,7 @@
 // What every route shares: the token check and the JSON error answer.
 import crypto from 'node:crypto'
 import {
-  SidecarError, InvalidJsonError, InvalidRequestError, PayloadTooLargeError, InternalError
+  SidecarError, InvalidJsonError, InvalidRequestError, PayloadTooLargeError, InternalError, UnauthorizedError
 } from '../errors.js'
 
 export const MAX_BODY_BYTES = 64 * 1024
@@ -12,6 +12,22 @@ export function tokenMatcher (token) {
   if (!token) return () => true
   const expected = crypto.createHash('sha256').update(`Bearer ${token}`).digest()
   return (header) => crypto.timingSafeEqual(crypto.createHash('sha256').update(header ?? '').digest(), expected)
+}
+
+// (authorization header) → nothing, or UNAUTHORIZED thrown: the check of every HTTP route.
+export function requireToken (token) {
+  const authorized = tokenMatcher(token)
+  return (header) => {
+    if (!authorized(header)) throw new UnauthorizedError('a valid "Authorization: Bearer <token>" header is required')
+  }
+}
+
+// The log line of every HTTP request but the hand-offs (logHandoff), written when its answer is.
+export function logWhenAnswered (logger, req, res, path) {
+  const start = process.hrtime.bigint()
+  res.once('finish', () => {
+    logger.info({ method: req.method, path, status: res.statusCode, ms: Number(process.hrtime.bigint() - start) / 1e6 }, 'request')
+  })
 }
 
 // body-parser errors carry a `type`; everything unknown is an internal error.

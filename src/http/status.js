@@ -5,8 +5,8 @@
 // to the route (HEAD, DELETE, an escaped or malformed id, an absolute-form target) goes to express's
 // route, which answers the same way. Same checks, errors and log line as there (app.js).
 import querystring from 'node:querystring'
-import { UnauthorizedError, InvalidRequestError } from '../errors.js'
-import { tokenMatcher, sendJson, sendError } from './respond.js'
+import { InvalidRequestError } from '../errors.js'
+import { requireToken, logWhenAnswered, sendJson, sendError } from './respond.js'
 
 const STATUS_PATH = /^\/v1\/jobs\/([A-Za-z0-9_-]{1,64})(?:\?(.*))?$/s
 const MAX_WAIT_SECONDS = 300
@@ -36,14 +36,11 @@ export function matchStatus (req) {
 }
 
 export function statusHandler ({ config, scheduler, logger }) {
-  const authorized = tokenMatcher(config.token)
+  const checkToken = requireToken(config.token)
   return async (req, res, [, id, query]) => {
-    const start = process.hrtime.bigint()
-    res.once('finish', () => {
-      logger.info({ method: 'GET', path: `/v1/jobs/${id}`, status: res.statusCode, ms: Number(process.hrtime.bigint() - start) / 1e6 }, 'request')
-    })
+    logWhenAnswered(logger, req, res, `/v1/jobs/${id}`)
     try {
-      if (!authorized(req.headers.authorization)) throw new UnauthorizedError('a valid "Authorization: Bearer <token>" header is required')
+      checkToken(req.headers.authorization)
       // express's "simple" query parser is node's querystring: a repeated wait is an array, refused.
       const ms = parseWait(query === undefined ? undefined : querystring.parse(query).wait)
       const closed = new AbortController()

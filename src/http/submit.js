@@ -1,8 +1,8 @@
 // POST /v1/jobs, the hot path of every PHP hand-off, served without the express stack: read the
 // body (≤ 64 KiB), parse, submit (which journals the job), answer. Same checks and errors as the
 // other routes (respond.js).
-import { InvalidJsonError, PayloadTooLargeError, UnauthorizedError, InvalidRequestError } from '../errors.js'
-import { MAX_BODY_BYTES, tokenMatcher, sendJson, sendError, logHandoff } from './respond.js'
+import { InvalidJsonError, PayloadTooLargeError, InvalidRequestError } from '../errors.js'
+import { MAX_BODY_BYTES, requireToken, sendJson, sendError, logHandoff } from './respond.js'
 
 export function isSubmit (req) {
   if (req.method !== 'POST') return false
@@ -76,11 +76,11 @@ function whereIn (text, err) {
 }
 
 export function submitHandler ({ config, scheduler, logger }) {
-  const authorized = tokenMatcher(config.token)
+  const checkToken = requireToken(config.token)
   return async (req, res) => {
     const start = process.hrtime.bigint()
     try {
-      if (!authorized(req.headers.authorization)) throw new UnauthorizedError('a valid "Authorization: Bearer <token>" header is required')
+      checkToken(req.headers.authorization)
       const body = parseJson(await readBody(req))
       // `state` is the one at acceptance; the job may already be running by the time this is sent.
       const { job, created, state } = await scheduler.submit(body)

@@ -4,8 +4,8 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import net from 'node:net'
 import { startTestSidecar, tempDir } from './helpers/sidecar.js'
+import { rawRequest } from './helpers/raw-http.js'
 
 let sc, root, id
 const token = 'status-test-token'
@@ -22,20 +22,11 @@ afterAll(async () => {
   await sc?.stop({ graceMs: 0 })
 })
 
-// One request written as is on a fresh connection: status, the headers that describe the body, body.
-function raw (target, headers = {}) {
+// GET `target` on a fresh connection: status, the headers that describe the body, body.
+async function raw (target, headers = {}) {
   const head = Object.entries({ Host: '127.0.0.1', Connection: 'close', ...headers }).map(([k, v]) => `${k}: ${v}\r\n`).join('')
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(new URL(sc.url).port, '127.0.0.1', () => socket.write(`GET ${target} HTTP/1.1\r\n${head}\r\n`))
-    let out = ''
-    socket.on('data', (d) => { out += d })
-    socket.once('close', () => {
-      const [top, body] = [out.slice(0, out.indexOf('\r\n\r\n')), out.slice(out.indexOf('\r\n\r\n') + 4)]
-      const fields = Object.fromEntries(top.split('\r\n').slice(1).map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]))
-      resolve({ status: Number(top.split(' ')[1]), type: fields['content-type'], auth: fields['www-authenticate'], body: JSON.parse(body) })
-    })
-    socket.once('error', reject)
-  })
+  const res = await rawRequest(new URL(sc.url).port, `GET ${target} HTTP/1.1\r\n${head}\r\n`)
+  return { status: res.status, type: res.headers['content-type'], auth: res.headers['www-authenticate'], body: JSON.parse(res.body) }
 }
 
 const bearer = { Authorization: `Bearer ${token}` }

@@ -2,8 +2,8 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import net from 'node:net'
 import { startTestSidecar, tempDir } from './helpers/sidecar.js'
+import { rawRequest } from './helpers/raw-http.js'
 
 let sc, root
 
@@ -16,16 +16,7 @@ afterAll(async () => {
   await sc?.stop({ graceMs: 0 })
 })
 
-// One request written as is on a fresh connection; the status of the answer.
-function raw (text) {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(new URL(sc.url).port, '127.0.0.1', () => socket.write(text))
-    let out = ''
-    socket.on('data', (d) => { out += d })
-    socket.once('close', () => resolve({ status: Number(out.split(' ')[1]), body: out.slice(out.indexOf('\r\n\r\n') + 4) }))
-    socket.once('error', reject)
-  })
-}
+const raw = (text) => rawRequest(new URL(sc.url).port, text)
 
 describe('POST /v1/jobs', () => {
   // RFC 9112 3.2.2: a server MUST accept the absolute form (what a client sends through a proxy);

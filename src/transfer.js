@@ -72,12 +72,13 @@ function verify ({ bytes, size, sha256, expected, what }) {
 
 const tempPathOf = (backend, job) => backend.atomic === false ? job.remote : uploadTempPath(job.remote, job.id, backend.tempSuffix)
 
-// A server whose own PUT is atomic (http target `atomicPut`) publishes a small upload with the PUT
+// A server whose own PUT is atomic (http target `atomicPut`) publishes an upload with the PUT
 // itself, to the final name: one request instead of PUT and MOVE, and nothing to journal between
-// them. Not with an expected sha256, which must match before anything is published; not for large
-// files, where the name is checked (If-None-Match) when the PUT starts, long before its rename.
+// them. Not with an expected sha256, which must match before anything is published; not for a
+// large file that must not replace one (`overwrite` false), whose name is checked (If-None-Match)
+// when the PUT starts, long before its rename.
 const DIRECT_PUT_BYTES = 1 << 20
-const putsDirect = (backend, job, size) => backend.atomicPut === true && !job.expectedSha256 && size <= DIRECT_PUT_BYTES
+const putsDirect = (backend, job, size) => backend.atomicPut === true && !job.expectedSha256 && (job.overwrite === true || size <= DIRECT_PUT_BYTES)
 
 // Upload: local file → temp name on the target → verify → publish under the final name.
 // `sha256: false`: the job's digest is "none" (size and the target's checksum are still checked).

@@ -9,7 +9,10 @@ import { startHttpd } from './harness/httpd.js'
 import { startTcpProxy } from './harness/tcp-proxy.js'
 import { client, spawnSidecar, startTestSidecar, tempDir, waitFor } from './helpers/sidecar.js'
 import { freePort } from './helpers/ports.js'
+import { createHash } from 'node:crypto'
 import { makeFile, sha256File } from './helpers/files.js'
+
+const sha256Of = (buf) => createHash('sha256').update(buf).digest('hex')
 
 const KiB = 1024
 const MiB = 1 << 20
@@ -80,7 +83,7 @@ describe('http target with atomicPut', () => {
     expect(await sha256File(path.join(httpd.davDir, 'b/taken.bin'))).toBe(replaced.sha256)
   })
 
-  it('an expected sha256, or a file over 1 MiB, still goes through a temp name and MOVE', async () => {
+  it('an expected sha256, or a file over 1 MiB that must not replace one, still goes through a temp name and MOVE', async () => {
     const small = path.join(root, 'expected.bin')
     const sha = await makeFile(small, 4 * KiB, 3)
     const expected = await requestsDuring(() => sidecar.api.run({ direction: 'upload', target: 'direct', local: small, remote: '/c/expected.bin', sha256: sha }))
@@ -93,6 +96,31 @@ describe('http target with atomicPut', () => {
     expect(big.result.state).toBe('succeeded')
     // GET of the first byte: over 1 MiB, "does it exist?" is asked before the upload.
     expect(big.lines.map((l) => l.split(' ')[0])).toEqual(['GET', 'PUT', 'MOVE'])
+  })
+
+  it('a file over 1 MiB that may replace one (overwrite) is one PUT to its final name; a PUT cut halfway leaves the old file', async () => {
+    await davFile('h/big.bin', 'the old file')
+    const local = path.join(root, 'big.bin')
+    const sha = await makeFile(local, 8 * MiB + 3, 9)
+    // The first PUT's connection is reset after 3 MiB of its body: httpd drops what it got.
+    proxy.fault({ resetAfter: 3 * MiB, direction: 'up', connections: 1, match: /^PUT \/upload\/h\/big\.bin/ })
+    const submitted = await sidecar.api.submit({ direction: 'upload', target: 'direct', local, remote: '/h/big.bin', overwrite: true })
+    expect(submitted.status).toBe(202)
+    await waitFor(() => proxy.requests.some((r) => r.line.startsWith('PUT /upload/h/big.bin')))
+    const seen = new Set()
+    let job = null
+    for (; !['succeeded', 'failed', 'cancelled'].includes(job?.state); await new Promise((resolve) => setTimeout(resolve, 5))) {
+      seen.add(await fs.readFile(path.join(httpd.davDir, 'h/big.bin')).then((b) => b.length === 12 ? b.toString() : sha256Of(b)))
+      job = (await sidecar.api.job(submitted.json.id)).json
+    }
+    expect(job, JSON.stringify(job.error)).toMatchObject({ state: 'succeeded', attempts: 2, bytes: 8 * MiB + 3, sha256: sha })
+    // Readers saw the old file, then the new one: never a part of it, never no file.
+    expect([...seen].every((v) => v === 'the old file' || v === sha), [...seen].join(', ')).toBe(true)
+    expect(await sha256File(path.join(httpd.davDir, 'h/big.bin'))).toBe(sha)
+    const lines = proxy.requests.map((r) => r.line).filter((l) => l.includes('/h/') && !l.startsWith('MKCOL'))
+    expect(lines.map((l) => l.split(' ')[0])).toEqual(['PUT', 'PUT'])
+    expect(new Set(lines)).toEqual(new Set(['PUT /upload/h/big.bin HTTP/1.1']))
+    expect(await fs.readdir(path.join(httpd.davDir, 'h'))).toEqual(['big.bin'])
   })
 
   it('a PUT stored but its answer lost: the next attempt finds its own file under the name and succeeds', async () => {

@@ -15,16 +15,21 @@
 // The CRCs come from @node-rs/crc32 (SSE4.2 / PCLMULQDQ in native code), one call per 512-byte
 // chunk: 0.37 s per GiB for the whole checksum here against 0.43–0.46 for the slicing-by-8
 // JavaScript it replaced (bench/crc32c.js); a call costs more than the CRC of its 512 bytes.
+// The addon is loaded with the first checksum: a daemon without a webhdfs target does not map it
+// (2.6 MiB of RSS).
 import { createHash } from 'node:crypto'
-import { crc32c as nativeCrc32c, crc32 as nativeCrc32 } from '@node-rs/crc32'
+import { createRequire } from 'node:module'
+
+const require = createRequire(import.meta.url)
+const CRC_TYPES = new Set(['CRC32C', 'CRC32'])
+const PENDING_CRCS = 8192 // CRCs gathered before they are fed to the block's MD5 (32 KiB)
+let native = null
 
 // (buffer, crc of what came before in the same chunk) → crc, unsigned.
-const CRCS = { CRC32C: nativeCrc32c, CRC32: nativeCrc32 }
-const PENDING_CRCS = 8192 // CRCs gathered before they are fed to the block's MD5 (32 KiB)
-
 function crcFor (type) {
-  if (!Object.hasOwn(CRCS, type)) throw new TypeError(`unsupported CRC type ${type}`)
-  return CRCS[type]
+  if (!CRC_TYPES.has(type)) throw new TypeError(`unsupported CRC type ${type}`)
+  native ??= require('@node-rs/crc32')
+  return type === 'CRC32C' ? native.crc32c : native.crc32
 }
 
 // CRC32C (Castagnoli) of a whole buffer, as an unsigned integer.

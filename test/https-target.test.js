@@ -150,12 +150,12 @@ describe('callbacks over https', () => {
   })
 })
 
-describe('node TLS only on demand', () => {
-  it('a daemon whose targets are plain http has not loaded node:https or tls after a transfer and a /metrics scrape', async () => {
+describe('node TLS and the CRC addon only on demand', () => {
+  it('a daemon whose targets are plain http has loaded neither node:https, tls nor the CRC addon after a transfer and a /metrics scrape', async () => {
     const out = path.join(dir, 'modules.json')
-    // Preloaded into the daemon: its list of loaded built-ins, written when it exits.
+    // Preloaded into the daemon: its list of loaded built-ins and its memory map, written when it exits.
     const probe = 'data:text/javascript,' + encodeURIComponent(
-      `import fs from 'node:fs'; process.on('exit', () => fs.writeFileSync(${JSON.stringify(out)}, JSON.stringify(process.moduleLoadList)))`)
+      `import fs from 'node:fs'; process.on('exit', () => fs.writeFileSync(${JSON.stringify(out)}, JSON.stringify({ modules: process.moduleLoadList, maps: fs.readFileSync('/proc/self/maps', 'utf8') })))`)
     const { proc, api } = await daemon(plain.uploadUrl, { nodeArgs: ['--import', probe] })
     const src = path.join(dir, 'plain.bin')
     await makeFile(src, 64 * 1024, 7)
@@ -164,8 +164,10 @@ describe('node TLS only on demand', () => {
     expect((await api.call('GET', '/metrics')).status).toBe(200)
     expect(await proc.kill('SIGTERM')).toEqual({ code: 0, signal: null })
 
-    const loaded = JSON.parse(await fs.readFile(out, 'utf8'))
-    expect(loaded).toContain('NativeModule http') // the probe saw the daemon's modules
-    expect(loaded.filter((m) => TLS_MODULES.includes(m))).toEqual([])
+    const { modules, maps } = JSON.parse(await fs.readFile(out, 'utf8'))
+    expect(modules).toContain('NativeModule http') // the probe saw the daemon's modules
+    expect(modules.filter((m) => TLS_MODULES.includes(m))).toEqual([])
+    expect(maps).toMatch(/\/bin\/node$/m) // …and its mappings
+    expect(maps.split('\n').filter((line) => line.includes('@node-rs/crc32'))).toEqual([])
   })
 })

@@ -150,8 +150,8 @@ public final class MiniHdfs {
     // A file is closed (namenode complete()) once the namenode has heard from the datanode that
     // its last block is stored; when the close comes first, the writer (for WebHDFS the
     // datanode's own client) sleeps 400 ms before asking again (DFSOutputStream.completeFile),
-    // and here that happened to about two uploads in three, whoever sent them: a 10 MiB upload
-    // took 0.06 s or 0.47 s. Asking again after 10 ms (doubling, 10 times: 10 s in all) measures
+    // and here that happened to most uploads, whoever sent them: a 10 MiB upload took
+    // 0.06 s or 0.47 s. Asking again after 10 ms (doubling, 10 times: 10 s in all) measures
     // the transfer instead of that coin toss.
     conf.setLong("dfs.client.block.write.locateFollowingBlock.initial.delay.ms", 10);
     conf.setInt("dfs.client.block.write.locateFollowingBlock.retries", 10);

@@ -16,7 +16,7 @@
 // chunk: 0.37 s per GiB for the whole checksum here against 0.43–0.46 for the slicing-by-8
 // JavaScript it replaced (bench/crc32c.js); a call costs more than the CRC of its 512 bytes.
 // The addon is loaded with the first checksum: a daemon without a webhdfs target does not map it
-// (2.6 MiB of RSS).
+// (idle RSS 76.5–77.0 MiB against 82.3 with a file target).
 import { createHash } from 'node:crypto'
 import { createRequire } from 'node:module'
 

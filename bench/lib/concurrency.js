@@ -1,7 +1,9 @@
 // Section 4: N transfers at once (1, 4, 16, 64) of one fixed-size file: N curl processes against
-// N sidecar jobs on a target whose concurrency is raised to the highest N. Aggregate throughput =
-// N × size / (first start → last end); memory = the peak RSS of a daemon started for the point, or
-// the sum of the curls' peaks.
+// N sidecar jobs on a target whose concurrency is raised to the highest N, once with the default
+// digest (sha256, hashed on the daemon's hashing thread) and once with `digest: "none"` (no hashing
+// thread; WebHDFS still computes the HDFS checksum there), so that the memory of each is measured.
+// Aggregate throughput = N × size / (first start → last end); memory = the peak RSS of a daemon
+// started for the point, or the sum of the curls' peaks.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -12,7 +14,7 @@ import { GiB, MiB, pairedRatio, spread, summarizeBy } from './stats.js'
 import { rotate } from './throughput.js'
 import { CPU_FLOOR_S } from './curl.js'
 
-const COMPETITORS = ['curl', 'sidecar']
+const COMPETITORS = ['curl', 'sidecar', 'sidecar-none']
 const SEED = 'conc-seed.bin'
 const EST_MIBPS = { http: 500, webhdfs: 250 }
 
@@ -41,7 +43,7 @@ async function curls (env, { target, direction, n, source }) {
   return { seconds, cpuS: cpuKnown ? sum('cpuS') : null, rssMiB: results.every((r) => r.rssMiB !== null) ? sum('rssMiB') : null }
 }
 
-async function sidecarJobs (env, { target, direction, n }) {
+async function sidecarJobs (env, { target, direction, competitor, n }) {
   const daemon = env.daemon
   const peak = trackPeakRss(daemon.pid)
   const cpu0 = cpuSeconds(daemon.pid)
@@ -51,9 +53,10 @@ async function sidecarJobs (env, { target, direction, n }) {
     const submitted = await Promise.all(Array.from({ length: n }, (_, i) => daemon.submit({
       direction,
       target: target.sidecarName + WIDE,
-      local: direction === 'download' ? path.join(env.filesDir, 'conc', `sidecar-${i}.bin`) : path.join(env.filesDir, 'conc-src.bin'),
-      remote: direction === 'download' ? `/${SEED}` : `/conc-sidecar-${i}.bin`,
-      overwrite: true
+      local: direction === 'download' ? path.join(env.filesDir, 'conc', `${competitor}-${i}.bin`) : path.join(env.filesDir, 'conc-src.bin'),
+      remote: direction === 'download' ? `/${SEED}` : `/conc-${competitor}-${i}.bin`,
+      overwrite: true,
+      ...(competitor === 'sidecar-none' && { digest: 'none' })
     })))
     jobs = await Promise.all(submitted.map(({ id }) => daemon.waitEnd(id)))
   } finally {
@@ -65,17 +68,20 @@ async function sidecarJobs (env, { target, direction, n }) {
 
 async function verify (env, { target, direction, competitor, n, source, jobs }) {
   for (let i = 0; i < n; i++) {
-    if (jobs) verifyJob(jobs[i], source, `sidecar ${direction} ${i}`)
+    const hashed = competitor === 'sidecar'
+    if (jobs) verifyJob(jobs[i], source, `${competitor} ${direction} ${i}`, { hashed })
     if (direction === 'download') {
       const out = path.join(env.filesDir, 'conc', `${competitor}-${i}.bin`)
-      // The daemon hashed every byte it wrote (verifyJob); the curls' outputs are sampled.
-      if (jobs) check((await fs.stat(out)).size === source.bytes, `${out} size`)
+      // The daemon hashed every byte it wrote (verifyJob); the other outputs are sampled.
+      if (hashed) check((await fs.stat(out)).size === source.bytes, `${out} size`)
       else await verifyLocalCopy(out, source, 'sample')
     } else {
       await verifyRemoteCopy(target, `conc-${competitor}-${i}.bin`, source, 'sample')
     }
   }
-  return jobs ? 'job sha256 + sizes' : direction === 'download' ? 'sizes + samples' : target.name === 'http' ? 'httpd files: sizes + samples' : 'remote sizes'
+  if (competitor === 'sidecar') return 'job sha256 + sizes'
+  const own = jobs ? 'job sizes, ' : ''
+  return own + (direction === 'download' ? 'sizes + samples' : target.name === 'http' ? 'httpd files: sizes + samples' : 'remote sizes')
 }
 
 async function clean (env, { target, direction, competitor, n }) {
@@ -107,7 +113,7 @@ export async function runConcurrency (env, opts, progress) {
               syncDisks()
               const point = { target, direction, competitor, n, source }
               // A fresh daemon per point: its peak RSS then belongs to this N, not to a larger one before.
-              if (competitor === 'sidecar') await env.startDaemon(`concurrency-${n}`, { quiet: true })
+              if (competitor !== 'curl') await env.startDaemon(`concurrency-${n}`, { quiet: true, ...(competitor === 'sidecar-none' && { digest: 'none' }) })
               const r = competitor === 'curl' ? await curls(env, point) : await sidecarJobs(env, point)
               const verified = await verify(env, { ...point, jobs: r.jobs })
               await clean(env, point)
@@ -126,9 +132,9 @@ export async function runConcurrency (env, opts, progress) {
                 verified
               }
               records.push(record)
-              progress.step(`${target.name.padEnd(7)} ${direction.padEnd(8)} ×${String(n).padEnd(3)} ${competitor.padEnd(7)} ` +
+              progress.step(`${target.name.padEnd(7)} ${direction.padEnd(8)} ×${String(n).padEnd(3)} ${competitor.padEnd(12)} ` +
                 `${record.aggMiBps.toFixed(0).padStart(5)} MiB/s aggregate  ${r.seconds.toFixed(2)} s  cpu ${r.cpuS?.toFixed(2) ?? '—'} s  ` +
-                `${competitor === 'sidecar' ? 'daemon peak' : 'sum of curl'} rss ${r.rssMiB?.toFixed(1) ?? '—'} MiB  ok (${verified})`)
+                `${competitor === 'curl' ? 'sum of curl' : 'daemon peak'} rss ${r.rssMiB?.toFixed(1) ?? '—'} MiB  ok (${verified})`)
             }
           }
         }

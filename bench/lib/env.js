@@ -44,7 +44,7 @@ export async function setupEnv (opts, progress) {
   // thread's start, JIT, the first connections and journal writes: +60–180 ms at 10–128 MiB here), and
   // a daemon in production is not fresh. So each daemon gets an untimed upload and download first,
   // and, with `smallJobs`, WARM_UP_SMALL_JOBS small uploads.
-  async function warmUp (d, { smallJobs }) {
+  async function warmUp (d, { smallJobs, digest }) {
     const target = Object.values(targets)[0]
     if (!target) return
     const local = path.join(filesDir, 'warm-up.bin')
@@ -56,7 +56,7 @@ export async function setupEnv (opts, progress) {
       ...Array.from({ length: smallJobs ? WARM_UP_SMALL_JOBS : 0 }, () => ({ direction: 'upload', local: small, remote: '/warm-up-small.bin' }))]
     try {
       for (const job of jobs) {
-        const { id } = await d.submit({ ...job, target: target.sidecarName, overwrite: true })
+        const { id } = await d.submit({ ...job, target: target.sidecarName, overwrite: true, ...(digest && { digest }) })
         const end = await d.waitEnd(id)
         if (end.state !== 'succeeded') throw new Error(`warm-up ${job.direction}: job ${id} ${end.state} ${JSON.stringify(end.error)}`)
       }
@@ -100,8 +100,10 @@ export async function setupEnv (opts, progress) {
     // Stops the previous daemon and starts a new one with an empty state directory, warmed up.
     // `journal`: the daemon's journal.sync mode ("fsync", the default, is left out of the config);
     // `queue` adds to the queue settings, `targets` adds targets (e.g. a file target); `smallJobs`:
-    // the warm-up includes small uploads (the hand-off, burst, reuse and web sections).
-    async startDaemon (section, { quiet = false, journal = 'fsync', queue = {}, targets: more = {}, smallJobs = false } = {}) {
+    // the warm-up includes small uploads (the hand-off, burst, reuse and web sections); `digest`:
+    // the warm-up's jobs carry it, so that a daemon measured with digest "none" has not started its
+    // hashing thread for the warm-up (the concurrency section's sidecar-none).
+    async startDaemon (section, { quiet = false, journal = 'fsync', queue = {}, targets: more = {}, smallJobs = false, digest } = {}) {
       if (daemon) await daemon.stop()
       if (opts.cpuProfDir) await fs.mkdir(opts.cpuProfDir, { recursive: true })
       const d = await startSidecar({
@@ -117,7 +119,7 @@ export async function setupEnv (opts, progress) {
       onExitKill(() => d.killNow())
       daemon = d
       d.idleRssMiB = statusKiB(d.pid, 'VmRSS') / 1024
-      await warmUp(d, { smallJobs })
+      await warmUp(d, { smallJobs, digest })
       d.journal = journal
       if (!quiet) progress.log(`daemon for ${section} (journal ${journal}): pid ${d.pid}, ${d.socketPath}, idle RSS ${d.idleRssMiB.toFixed(1)} MiB`)
       return d

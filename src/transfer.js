@@ -10,7 +10,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { createHash } from 'node:crypto'
 import { inDir, openDestDir, openedPath, openSource, openTemp, resolveDestination } from './paths.js'
-import { BufferPool, backgroundSync, fileSource, release, writeAll } from './datapath.js'
+import { BufferPool, UPLOAD_MIN_BUFFERS, backgroundSync, fileSource, release, writeAll } from './datapath.js'
 import { Digest } from './digest.js'
 import { hiddenName, uploadTempPath } from './backends/index.js'
 import { linkNoReplace } from './publish-local.js'
@@ -108,7 +108,7 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     if (laterAttempt && tmp !== job.remote) await backend.remove(tmp, { signal }).catch(() => {})
     const checksum = await backend.createChecksum?.({ signal }) ?? null
     // Read into reused pool buffers; the target's sink hashes each chunk and gives it back.
-    pool = BufferPool.forTransfer()
+    pool = BufferPool.forTransfer({ minBuffers: UPLOAD_MIN_BUFFERS })
     meter = new Meter(onProgress, { checksum, pool, size: source.size, sha256: hashing })
     const sink = await backend.openWrite(tmp, { size: source.size, signal, blockSize: checksum?.blockSize, pool, meter, create: direct && !job.overwrite })
     written = true

@@ -10,7 +10,7 @@ import net from 'node:net'
 import { createHash } from 'node:crypto'
 import { pipeline } from 'node:stream/promises'
 import { Writable } from 'node:stream'
-import { BufferPool, poolShape, fileSource, fileSink, requestSink } from '../src/datapath.js'
+import { BufferPool, UPLOAD_MIN_BUFFERS, poolShape, fileSource, fileSink, requestSink } from '../src/datapath.js'
 import { Meter } from '../src/transfer.js'
 import { pooledGet } from '../src/backends/http-get.js'
 import { readSmall } from '../src/backends/http-util.js'
@@ -221,6 +221,24 @@ describe('fileSource + requestSink', () => {
     expect(pool.available).toBe(8)
   })
 
+  it('uploads through an upload\'s smallest pool, 2 buffers, each hashed on the hashing thread before it is read into again', async () => {
+    const pool = new BufferPool(poolShape(Infinity, UPLOAD_MIN_BUFFERS))
+    expect([pool.available, pool.size]).toEqual([2, 128 * 1024])
+    const meter = new Meter(null, { pool, size: 40 * MiB + 123 }) // its Digest makes the pool shared memory
+    expect(meter.digester.inWorker).toBe(true)
+    const handle = await fs.open(big, 'r')
+    const req = http.request(httpd.uploadUrl + 'copy-2.bin', { method: 'PUT', headers: { 'content-length': 40 * MiB + 123 } })
+    const answered = new Promise((resolve, reject) => req.once('response', resolve).once('error', reject))
+    await pipeline(fileSource(handle.fd, { pool }), requestSink(req, { pool, meter }))
+    const res = await answered
+    res.resume()
+    await handle.close()
+    expect(res.statusCode).toBe(201)
+    expect((await meter.digest()).sha256).toBe(bigSha)
+    expect(await sha256File(path.join(httpd.davDir, 'copy-2.bin'))).toBe(bigSha)
+    expect(pool.available).toBe(2)
+  })
+
   it('reads a slice of a file', async () => {
     const pool = new BufferPool({ count: 4, size: 4096 })
     const handle = await fs.open(big, 'r')
@@ -420,6 +438,16 @@ describe('transfer buffer budget', () => {
     expect(poolShape(100 * MiB)).toEqual({ count: 4, size: 64 * 1024 })
   })
 
+  it('gives an upload the same bytes in half as many buffers, down to 2 × 128 KiB', () => {
+    expect(poolShape(0, UPLOAD_MIN_BUFFERS)).toEqual({ count: 8, size: MiB })
+    expect(poolShape(8 * MiB, UPLOAD_MIN_BUFFERS)).toEqual({ count: 4, size: MiB })
+    expect(poolShape(12 * MiB, UPLOAD_MIN_BUFFERS)).toEqual({ count: 2, size: MiB })
+    expect(poolShape(14 * MiB, UPLOAD_MIN_BUFFERS)).toEqual({ count: 2, size: 512 * 1024 })
+    expect(poolShape(16 * MiB, UPLOAD_MIN_BUFFERS)).toEqual({ count: 2, size: 128 * 1024 }) // the floor: 256 KiB
+    expect(poolShape(100 * MiB, UPLOAD_MIN_BUFFERS)).toEqual({ count: 2, size: 128 * 1024 })
+    expect(() => new BufferPool({ count: 1 })).toThrow(RangeError)
+  })
+
   it('holds at most 16 MiB plus 256 KiB a transfer, however transfers come and go', () => {
     const held = (pools) => pools.reduce((sum, p) => sum + p.available * p.size, 0)
     const pools = Array.from({ length: 64 }, () => BufferPool.forTransfer())
@@ -432,7 +460,7 @@ describe('transfer buffer budget', () => {
     const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31
     for (let i = 0; i < 2000; i++) {
       if (pools.length && random() < 0.5) pools.splice(Math.floor(random() * pools.length), 1)[0].close()
-      else pools.push(BufferPool.forTransfer())
+      else pools.push(BufferPool.forTransfer(random() < 0.5 ? { minBuffers: UPLOAD_MIN_BUFFERS } : {}))
       expect(held(pools)).toBeLessThanOrEqual(16 * MiB + pools.length * 256 * 1024)
     }
     for (const p of pools) p.close()

@@ -14,8 +14,9 @@ export const CHUNK = 1024 * 1024
 const POOL_BUFFERS = 8 // 8 MiB in flight per transfer at most
 const MIN_BUFFERS = 4 // a download's socket reader keeps one for its next read and waits for 2 free
 // An upload needs only 2: its file source reads into one while the socket takes the other. With the
-// same bytes in half as many buffers, 64 uploads of 32 MiB at once to httpd made 1.1–1.2 × the MiB/s
-// for 0.7–0.8 × the main thread's CPU per GiB (2 × 128 KiB against 4 × 64 KiB a transfer).
+// same bytes in half as many buffers (2 × 128 KiB against 4 × 64 KiB a transfer), 64 uploads of 32
+// MiB at once to httpd made 1.08–1.12 × the MiB/s for 0.80–0.85 × the main thread's CPU per GiB
+// (medians of three alternating pairs, with and without sha256).
 export const UPLOAD_MIN_BUFFERS = 2
 const FLOOR_BYTES = 256 * 1024 // the least a pool holds: 4 × 64 KiB, or 2 × 128 KiB for an upload
 // A pool made for a transfer gets half of what the open pools leave of this budget: the full

@@ -205,11 +205,10 @@ describe('pooledGet: a signal aborted before the call', () => {
 })
 
 describe('fileSource + requestSink', () => {
-  it('uploads a file through pool buffers to httpd', async () => {
-    const pool = new BufferPool()
-    const meter = new Meter()
+  // PUTs big.bin to httpd as `name` through `pool`; checks the answer, the digest and the stored file.
+  async function uploadBig (name, pool, meter) {
     const handle = await fs.open(big, 'r')
-    const req = http.request(httpd.uploadUrl + 'copy.bin', { method: 'PUT', headers: { 'content-length': 40 * MiB + 123 } })
+    const req = http.request(httpd.uploadUrl + name, { method: 'PUT', headers: { 'content-length': 40 * MiB + 123 } })
     const answered = new Promise((resolve, reject) => req.once('response', resolve).once('error', reject))
     await pipeline(fileSource(handle.fd, { pool }), requestSink(req, { pool, meter }))
     const res = await answered
@@ -217,7 +216,12 @@ describe('fileSource + requestSink', () => {
     await handle.close()
     expect(res.statusCode).toBe(201)
     expect((await meter.digest()).sha256).toBe(bigSha)
-    expect(await sha256File(path.join(httpd.davDir, 'copy.bin'))).toBe(bigSha)
+    expect(await sha256File(path.join(httpd.davDir, name))).toBe(bigSha)
+  }
+
+  it('uploads a file through pool buffers to httpd', async () => {
+    const pool = new BufferPool()
+    await uploadBig('copy.bin', pool, new Meter())
     expect(pool.available).toBe(8)
   })
 
@@ -226,16 +230,7 @@ describe('fileSource + requestSink', () => {
     expect([pool.available, pool.size]).toEqual([2, 128 * 1024])
     const meter = new Meter(null, { pool, size: 40 * MiB + 123 }) // its Digest makes the pool shared memory
     expect(meter.digester.inWorker).toBe(true)
-    const handle = await fs.open(big, 'r')
-    const req = http.request(httpd.uploadUrl + 'copy-2.bin', { method: 'PUT', headers: { 'content-length': 40 * MiB + 123 } })
-    const answered = new Promise((resolve, reject) => req.once('response', resolve).once('error', reject))
-    await pipeline(fileSource(handle.fd, { pool }), requestSink(req, { pool, meter }))
-    const res = await answered
-    res.resume()
-    await handle.close()
-    expect(res.statusCode).toBe(201)
-    expect((await meter.digest()).sha256).toBe(bigSha)
-    expect(await sha256File(path.join(httpd.davDir, 'copy-2.bin'))).toBe(bigSha)
+    await uploadBig('copy-2.bin', pool, meter)
     expect(pool.available).toBe(2)
   })
 

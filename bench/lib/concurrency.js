@@ -15,6 +15,8 @@ import { rotate } from './throughput.js'
 import { CPU_FLOOR_S } from './curl.js'
 
 const COMPETITORS = ['curl', 'sidecar', 'sidecar-none']
+// The sidecar's digest for each of its competitors: its jobs' and its daemon's warm-up's.
+const digestOf = (competitor) => competitor === 'sidecar-none' ? 'none' : undefined
 const SEED = 'conc-seed.bin'
 const EST_MIBPS = { http: 500, webhdfs: 250 }
 
@@ -56,7 +58,7 @@ async function sidecarJobs (env, { target, direction, competitor, n }) {
       local: direction === 'download' ? path.join(env.filesDir, 'conc', `${competitor}-${i}.bin`) : path.join(env.filesDir, 'conc-src.bin'),
       remote: direction === 'download' ? `/${SEED}` : `/conc-${competitor}-${i}.bin`,
       overwrite: true,
-      ...(competitor === 'sidecar-none' && { digest: 'none' })
+      digest: digestOf(competitor)
     })))
     jobs = await Promise.all(submitted.map(({ id }) => daemon.waitEnd(id)))
   } finally {
@@ -67,8 +69,8 @@ async function sidecarJobs (env, { target, direction, competitor, n }) {
 }
 
 async function verify (env, { target, direction, competitor, n, source, jobs }) {
+  const hashed = competitor === 'sidecar'
   for (let i = 0; i < n; i++) {
-    const hashed = competitor === 'sidecar'
     if (jobs) verifyJob(jobs[i], source, `${competitor} ${direction} ${i}`, { hashed })
     if (direction === 'download') {
       const out = path.join(env.filesDir, 'conc', `${competitor}-${i}.bin`)
@@ -79,7 +81,7 @@ async function verify (env, { target, direction, competitor, n, source, jobs }) 
       await verifyRemoteCopy(target, `conc-${competitor}-${i}.bin`, source, 'sample')
     }
   }
-  if (competitor === 'sidecar') return 'job sha256 + sizes'
+  if (hashed) return 'job sha256 + sizes'
   const own = jobs ? 'job sizes, ' : ''
   return own + (direction === 'download' ? 'sizes + samples' : target.name === 'http' ? 'httpd files: sizes + samples' : 'remote sizes')
 }
@@ -113,7 +115,7 @@ export async function runConcurrency (env, opts, progress) {
               syncDisks()
               const point = { target, direction, competitor, n, source }
               // A fresh daemon per point: its peak RSS then belongs to this N, not to a larger one before.
-              if (competitor !== 'curl') await env.startDaemon(`concurrency-${n}`, { quiet: true, ...(competitor === 'sidecar-none' && { digest: 'none' }) })
+              if (competitor !== 'curl') await env.startDaemon(`concurrency-${n}`, { quiet: true, digest: digestOf(competitor) })
               const r = competitor === 'curl' ? await curls(env, point) : await sidecarJobs(env, point)
               const verified = await verify(env, { ...point, jobs: r.jobs })
               await clean(env, point)

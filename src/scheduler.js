@@ -367,7 +367,7 @@ export class Scheduler {
         onPublishing: () => { this.putSent.add(job.id) }
       }
       const resumed = job.phase === 'publishing' ? await finishPublish(job, deps) : null
-      delete job.phase
+      job.phase = undefined
       const result = resumed ?? await TRANSFER[job.direction](job, deps)
       Object.assign(job, result)
       // What this attempt moved: a resumed download only the rest, a finished publish nothing.
@@ -414,7 +414,7 @@ export class Scheduler {
   }
 
   async #finish (job, state, err) {
-    delete job.phase
+    job.phase = undefined
     this.recovered.delete(job.id)
     this.putSent.delete(job.id)
     // Ended before anything is awaited: a second cancel meanwhile answers JOB_FINISHED, and a slot

@@ -26,7 +26,7 @@ function hasExited (child) {
  * so per-request logging stays out of the measurement; therefore readiness is polled rather
  * than read from the (info-level) "listening" log line.
  */
-export async function startSidecar ({ workDir, name = 'sidecar', roots, targets, cpuProfDir, cpuProfIntervalUs, extra = {} }) {
+export async function startSidecar ({ workDir, name = 'sidecar', roots, targets, cpuProfDir, cpuProfIntervalUs, nodeFlags = [], extra = {} }) {
   const port = await freePort()
   const stateDir = path.join(workDir, `state-${name}`)
   const socketPath = path.join(workDir, `${name}.sock`)
@@ -35,7 +35,7 @@ export async function startSidecar ({ workDir, name = 'sidecar', roots, targets,
   await fs.writeFile(configFile, JSON.stringify(config, null, 2))
 
   const profile = cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir, ...(cpuProfIntervalUs ? [`--cpu-prof-interval=${cpuProfIntervalUs}`] : [])] : []
-  const nodeArgs = [...NODE_FLAGS, ...profile]
+  const nodeArgs = [...NODE_FLAGS, ...nodeFlags, ...profile] // nodeFlags: a probe's, beside production's
   const child = spawn(process.execPath, [...nodeArgs, BIN], {
     env: { ...process.env, SIDECAR_CONFIG: configFile },
     stdio: ['ignore', 'pipe', 'pipe']

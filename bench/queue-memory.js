@@ -1,0 +1,146 @@
+#!/usr/bin/env node
+// The daemon's memory through a burst of small jobs and their drain (issue #18: "the daemon's
+// RSS bounded by queue.keepFinished"): N uploads of one 4 KiB file to a `file` target, handed off
+// over the line protocol on C connections with W unanswered each, then drained. Every second it
+// prints the daemon's RSS, V8's heap (used and total, from the daemon's own /metrics) and the jobs
+// left unfinished; at the end one SUMMARY line: the peak RSS (VmHWM), the RSS once idle, the
+// daemon's CPU and GC pauses per job. Queued jobs are held in memory (up to `queue.limit`); the
+// peak also holds the garbage V8 lets the heap grow by before a full collection.
+//   node bench/queue-memory.js [--jobs 100000] [--connections 4] [--window 512] [--sync write|fsync]
+//                              [--keep-finished 1000] [--node-flag FLAG ...] [--quiet]
+// --node-flag adds a node/V8 flag to the production ones (e.g. --heap-growing-percent=50), to try one.
+import fs from 'node:fs/promises'
+import net from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
+import { parseArgs } from 'node:util'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { startSidecar } from './lib/sidecar.js'
+import { cpuSeconds, statusKiB } from './lib/procfs.js'
+
+const { values: o } = parseArgs({
+  options: {
+    jobs: { type: 'string', default: '100000' },
+    connections: { type: 'string', default: '4' },
+    window: { type: 'string', default: '512' },
+    sync: { type: 'string', default: 'write' },
+    'keep-finished': { type: 'string', default: '1000' },
+    'node-flag': { type: 'string', multiple: true, default: [] },
+    quiet: { type: 'boolean', default: false }
+  }
+})
+const N = Number(o.jobs)
+const C = Number(o.connections)
+const W = Number(o.window)
+if (!(N > 0) || !(C > 0) || !(W > 0) || !['write', 'fsync'].includes(o.sync)) {
+  console.error('usage: node bench/queue-memory.js [--jobs N] [--connections C] [--window W] [--sync write|fsync] [--keep-finished N] [--node-flag FLAG ...] [--quiet]')
+  process.exit(2)
+}
+
+const work = await fs.mkdtemp(path.join(os.tmpdir(), 'queue-memory-'))
+const files = path.join(work, 'files')
+await fs.mkdir(files)
+const source = path.join(files, 'f')
+await fs.writeFile(source, Buffer.alloc(4096, 7))
+const daemon = await startSidecar({
+  workDir: work,
+  roots: [files],
+  targets: { t: { type: 'file', dir: path.join(work, 'store') } },
+  nodeFlags: o['node-flag'],
+  extra: { journal: { sync: o.sync }, queue: { keepFinished: Number(o['keep-finished']), limit: Math.max(N, 10000) } }
+})
+const MiB = (kib) => Math.round(kib / 1024)
+const t0 = performance.now()
+
+async function sample (phase) {
+  const [metrics, health] = await Promise.all([
+    fetch(`${daemon.base}/metrics`).then((r) => r.text()),
+    fetch(`${daemon.base}/healthz`).then((r) => r.json())
+  ])
+  const gauge = (name) => Math.round(Number(metrics.match(new RegExp(`^${name} (\\S+)$`, 'm'))?.[1]) / 1048576)
+  const s = {
+    t: +((performance.now() - t0) / 1000).toFixed(1),
+    phase,
+    rssMiB: MiB(statusKiB(daemon.pid, 'VmRSS')),
+    heapUsedMiB: gauge('nodejs_heap_size_used_bytes'),
+    heapTotalMiB: gauge('nodejs_heap_size_total_bytes'),
+    unfinished: health.jobs.unfinished
+  }
+  if (!o.quiet) console.log(JSON.stringify(s))
+  return s
+}
+
+// N/C jobs over one connection, W unanswered at most; every answer must be a 202.
+async function handOff (conn, count) {
+  const socket = net.connect(daemon.socketPath)
+  await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject))
+  let acked = 0
+  let sent = 0
+  let buffered = ''
+  let failure = null
+  let wake = null
+  socket.setEncoding('utf8').on('data', (chunk) => {
+    buffered += chunk
+    for (let k; (k = buffered.indexOf('\n')) >= 0;) {
+      const answer = JSON.parse(buffered.slice(0, k))
+      buffered = buffered.slice(k + 1)
+      if (answer.status !== 202) failure ??= new Error(`hand-off answered ${JSON.stringify(answer)}`)
+      acked++
+    }
+    wake?.()
+  })
+  for (;;) {
+    if (failure) break
+    if (acked === count) break
+    for (; sent < count && sent - acked < W; sent++) {
+      socket.write(JSON.stringify({ direction: 'upload', target: 't', local: source, remote: `/c${conn}/f${sent}`, overwrite: true }) + '\n')
+    }
+    await new Promise((resolve) => { wake = resolve })
+  }
+  socket.end()
+  if (failure) throw failure
+}
+
+try {
+  const cpu0 = cpuSeconds(daemon.pid)
+  const gc0 = await daemon.metric('nodejs_gc_duration_seconds_sum')
+  const idleMiB = MiB(statusKiB(daemon.pid, 'VmRSS'))
+  const timer = setInterval(() => sample('burst').catch(() => {}), 1000)
+  const shares = Array.from({ length: C }, (_, c) => Math.floor(N / C) + (c < N % C ? 1 : 0))
+  try {
+    await Promise.all(shares.map((count, c) => handOff(c, count)))
+  } finally {
+    clearInterval(timer)
+  }
+  const acked = await sample('acked')
+  let last = acked
+  while (last.unfinished > 0) {
+    await sleep(1000)
+    last = await sample('drain')
+  }
+  const seconds = (performance.now() - t0) / 1000
+  const cpuMsPerJob = (cpuSeconds(daemon.pid) - cpu0) * 1000 / N
+  const gcMsPerJob = (await daemon.metric('nodejs_gc_duration_seconds_sum') - gc0) * 1000 / N
+  const peakMiB = MiB(statusKiB(daemon.pid, 'VmHWM'))
+  await sleep(3000)
+  const after = await sample('idle')
+  const stored = (await fs.readdir(path.join(work, 'store'), { recursive: true })).filter((f) => f.includes('/f')).length
+  console.log('SUMMARY', JSON.stringify({
+    jobs: N,
+    sync: o.sync,
+    keepFinished: Number(o['keep-finished']),
+    nodeFlags: o['node-flag'],
+    seconds: +seconds.toFixed(1),
+    handOffSeconds: acked.t,
+    filesStored: stored,
+    idleBeforeMiB: idleMiB,
+    peakMiB,
+    idleAfterMiB: after.rssMiB,
+    heapUsedAfterMiB: after.heapUsedMiB,
+    cpuMsPerJob: +cpuMsPerJob.toFixed(3),
+    gcPauseMsPerJob: +gcMsPerJob.toFixed(3)
+  }))
+} finally {
+  await daemon.stop()
+  await fs.rm(work, { recursive: true, force: true })
+}

@@ -7,8 +7,12 @@
 // daemon's CPU and GC pauses per job. Queued jobs are held in memory (up to `queue.limit`); the
 // peak also holds the garbage V8 lets the heap grow by before a full collection.
 //   node bench/queue-memory.js [--jobs 100000] [--connections 4] [--window 512] [--sync write|fsync]
-//                              [--keep-finished 1000] [--node-flag FLAG ...] [--quiet]
+//                              [--keep-finished 1000] [--node-flag FLAG ...] [--heap-snapshot DIR] [--quiet]
 // --node-flag adds a node/V8 flag to the production ones (e.g. --heap-growing-percent=50), to try one.
+// --heap-snapshot DIR: a heap snapshot of the idle daemon and one once every job is acked (all of
+// them queued or running), written to DIR; the live heap of each (V8 collects the garbage before it
+// takes one) gives what a queued job holds, a figure that does not move with the GC's timing as the
+// peak RSS does.
 import fs from 'node:fs/promises'
 import net from 'node:net'
 import os from 'node:os'
@@ -26,6 +30,7 @@ const { values: o } = parseArgs({
     sync: { type: 'string', default: 'write' },
     'keep-finished': { type: 'string', default: '1000' },
     'node-flag': { type: 'string', multiple: true, default: [] },
+    'heap-snapshot': { type: 'string' },
     quiet: { type: 'boolean', default: false }
   }
 })
@@ -33,7 +38,7 @@ const N = Number(o.jobs)
 const C = Number(o.connections)
 const W = Number(o.window)
 if (!(N > 0) || !(C > 0) || !(W > 0) || !['write', 'fsync'].includes(o.sync)) {
-  console.error('usage: node bench/queue-memory.js [--jobs N] [--connections C] [--window W] [--sync write|fsync] [--keep-finished N] [--node-flag FLAG ...] [--quiet]')
+  console.error('usage: node bench/queue-memory.js [--jobs N] [--connections C] [--window W] [--sync write|fsync] [--keep-finished N] [--node-flag FLAG ...] [--heap-snapshot DIR] [--quiet]')
   process.exit(2)
 }
 
@@ -46,10 +51,30 @@ const daemon = await startSidecar({
   workDir: work,
   roots: [files],
   targets: { t: { type: 'file', dir: path.join(work, 'store') } },
-  nodeFlags: o['node-flag'],
+  nodeFlags: [...o['node-flag'], ...(o['heap-snapshot'] ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${path.resolve(o['heap-snapshot'])}`] : [])],
   extra: { journal: { sync: o.sync }, queue: { keepFinished: Number(o['keep-finished']), limit: Math.max(N, 10000) } }
 })
 const MiB = (kib) => Math.round(kib / 1024)
+
+// A heap snapshot of the daemon (SIGUSR2, see --heapsnapshot-signal), then its live bytes: the sum
+// of its nodes' self sizes. The daemon writes it on its main thread: once /healthz answers, it is done.
+async function liveHeapBytes () {
+  const dir = path.resolve(o['heap-snapshot'])
+  const before = new Set(await fs.readdir(dir))
+  process.kill(daemon.pid, 'SIGUSR2')
+  let file
+  while (!file) {
+    await sleep(200)
+    file = (await fs.readdir(dir)).find((f) => f.endsWith('.heapsnapshot') && !before.has(f))
+  }
+  await fetch(`${daemon.base}/healthz`).then((r) => r.arrayBuffer())
+  const snapshot = JSON.parse(await fs.readFile(path.join(dir, file), 'utf8'))
+  const fields = snapshot.snapshot.meta.node_fields
+  const self = fields.indexOf('self_size')
+  let bytes = 0
+  for (let i = self; i < snapshot.nodes.length; i += fields.length) bytes += snapshot.nodes[i]
+  return bytes
+}
 const t0 = performance.now()
 
 async function sample (phase) {
@@ -105,6 +130,8 @@ try {
   const cpu0 = cpuSeconds(daemon.pid)
   const gc0 = await daemon.metric('nodejs_gc_duration_seconds_sum')
   const idleMiB = MiB(statusKiB(daemon.pid, 'VmRSS'))
+  if (o['heap-snapshot']) await fs.mkdir(o['heap-snapshot'], { recursive: true })
+  const idleHeap = o['heap-snapshot'] ? await liveHeapBytes() : null
   const timer = setInterval(() => sample('burst').catch(() => {}), 1000)
   const shares = Array.from({ length: C }, (_, c) => Math.floor(N / C) + (c < N % C ? 1 : 0))
   try {
@@ -113,6 +140,8 @@ try {
     clearInterval(timer)
   }
   const acked = await sample('acked')
+  const queuedHeap = o['heap-snapshot'] ? await liveHeapBytes() : null
+  const queued = o['heap-snapshot'] ? (await sample('snapshot')).unfinished : null
   let last = acked
   while (last.unfinished > 0) {
     await sleep(1000)
@@ -129,7 +158,7 @@ try {
     jobs: N,
     sync: o.sync,
     keepFinished: Number(o['keep-finished']),
-    nodeFlags: o['node-flag'],
+    nodeFlags: [...o['node-flag'], ...(o['heap-snapshot'] ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${path.resolve(o['heap-snapshot'])}`] : [])],
     seconds: +seconds.toFixed(1),
     handOffSeconds: acked.t,
     filesStored: stored,
@@ -137,6 +166,12 @@ try {
     peakMiB,
     idleAfterMiB: after.rssMiB,
     heapUsedAfterMiB: after.heapUsedMiB,
+    ...(o['heap-snapshot'] && {
+      liveHeapIdleMiB: +(idleHeap / 1048576).toFixed(1),
+      liveHeapQueuedMiB: +(queuedHeap / 1048576).toFixed(1),
+      jobsUnfinishedAtSnapshot: queued,
+      liveBytesPerUnfinishedJob: Math.round((queuedHeap - idleHeap) / queued)
+    }),
     cpuMsPerJob: +cpuMsPerJob.toFixed(3),
     gcPauseMsPerJob: +gcMsPerJob.toFixed(3)
   }))

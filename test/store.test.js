@@ -78,6 +78,68 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
       if (sync === 'write') expect(now).toEqual(['a:queued', 'b:queued'])
       expect(await states(dir)).toEqual(['a:queued', 'b:queued'])
     })
+
+    // The store keeps where each job's last line is, not the line: a compaction copies the lines
+    // from the old journal. Many puts, held-back puts and removals, with compactions among them
+    // (every 20 lines, and some asked for while puts are in flight), against a model of what a
+    // restart must find: each live job's last record, with records of every length.
+    it('keeps every live job\'s last record through many compactions, and holds no written record in memory', async () => {
+      const dir = await tempDir('store-')
+      store = await openJobStore({ dir, sync, compactMinLines: 20 })
+      const model = new Map()
+      let seed = 7
+      const random = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n }
+      for (let round = 0; round < 3; round++) {
+        const inFlight = []
+        for (let i = 0; i < 400; i++) {
+          const id = `job-${random(60)}`
+          const op = random(10)
+          if (op < 2 && model.has(id)) {
+            model.delete(id)
+            inFlight.push(store.remove(id))
+          } else {
+            const record = { id, state: `s${round}-${i}`, pad: 'é'.repeat(random(3) === 0 ? random(3000) : random(40)) }
+            model.set(id, record)
+            inFlight.push(store.put(record, { durable: op !== 2 }))
+          }
+          if (op === 3 && i % 7 === 0) inFlight.push(store.compact()) // beside puts in flight
+          if (i % 25 === 0) await Promise.all(inFlight.splice(0))
+        }
+        await Promise.all(inFlight)
+        await store.put({ id: 'last', state: `r${round}` }) // takes the held-back lines with it
+        model.set('last', { id: 'last', state: `r${round}` })
+        expect([...store.records.values()].filter((v) => typeof v === 'string')).toEqual([])
+        await store.close()
+        store = await openJobStore({ dir, sync, compactMinLines: 20 })
+        const loaded = new Map(store.loaded().map((j) => [j.id, j]))
+        expect(loaded).toEqual(model)
+        expect((await lines(dir)).length).toBe(model.size) // compacted at open: one line per job
+      }
+    })
+
+    it('a record put while a compaction copies the journal is the one the next compaction keeps', async () => {
+      const dir = await tempDir('store-')
+      store = await openJobStore({ dir, sync })
+      const pad = 'x'.repeat(1000)
+      for (let i = 0; i < 3000; i++) await store.put({ id: `j${i}`, state: 'queued', pad }, { durable: i % 500 === 499 })
+      const compaction = store.compact()
+      const run = { settled: false }
+      compaction.then(() => { run.settled = true })
+      const puts = []
+      const updated = new Set()
+      for (let i = 0; !run.settled; i += 7) { // while it reads and writes 3 MiB
+        await new Promise((resolve) => setImmediate(resolve))
+        updated.add(`j${i % 3000}`)
+        puts.push(store.put({ id: `j${i % 3000}`, state: 'running' }))
+      }
+      await Promise.all([compaction, ...puts])
+      expect(updated.size).toBeGreaterThan(1)
+      await store.compact()
+      await store.close()
+      store = await openJobStore({ dir, sync })
+      const running = store.loaded().filter((j) => j.state === 'running').map((j) => j.id)
+      expect(new Set(running)).toEqual(updated)
+    })
   })
 
   describe('job store faults', () => {

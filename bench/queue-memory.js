@@ -7,7 +7,9 @@
 // daemon's CPU and GC pauses per job. Queued jobs are held in memory (up to `queue.limit`); the
 // peak also holds the garbage V8 lets the heap grow by before a full collection.
 //   node bench/queue-memory.js [--jobs 100000] [--connections 4] [--window 512] [--sync write|fsync]
-//                              [--keep-finished 1000] [--node-flag FLAG ...] [--heap-snapshot DIR] [--quiet]
+//                              [--keep-finished 1000] [--idle-seconds 3] [--node-flag FLAG ...]
+//                              [--heap-snapshot DIR] [--quiet]
+// --idle-seconds: how long it watches the daemon once drained (the RSS once idle is its last sample).
 // --node-flag adds a node/V8 flag to the production ones (e.g. --heap-growing-percent=50), to try one.
 // --heap-snapshot DIR: a heap snapshot of the idle daemon and one once every job is acked (all of
 // them queued or running), written to DIR; the live heap of each (V8 collects the garbage before it
@@ -29,6 +31,7 @@ const { values: o } = parseArgs({
     window: { type: 'string', default: '512' },
     sync: { type: 'string', default: 'write' },
     'keep-finished': { type: 'string', default: '1000' },
+    'idle-seconds': { type: 'string', default: '3' },
     'node-flag': { type: 'string', multiple: true, default: [] },
     'heap-snapshot': { type: 'string' },
     quiet: { type: 'boolean', default: false }
@@ -37,8 +40,8 @@ const { values: o } = parseArgs({
 const N = Number(o.jobs)
 const C = Number(o.connections)
 const W = Number(o.window)
-if (!(N > 0) || !(C > 0) || !(W > 0) || !['write', 'fsync'].includes(o.sync)) {
-  console.error('usage: node bench/queue-memory.js [--jobs N] [--connections C] [--window W] [--sync write|fsync] [--keep-finished N] [--node-flag FLAG ...] [--heap-snapshot DIR] [--quiet]')
+if (!(N > 0) || !(C > 0) || !(W > 0) || !['write', 'fsync'].includes(o.sync) || !(Number(o['idle-seconds']) >= 1)) {
+  console.error('usage: node bench/queue-memory.js [--jobs N] [--connections C] [--window W] [--sync write|fsync] [--keep-finished N] [--idle-seconds S] [--node-flag FLAG ...] [--heap-snapshot DIR] [--quiet]')
   process.exit(2)
 }
 
@@ -151,8 +154,11 @@ try {
   const cpuMsPerJob = (cpuSeconds(daemon.pid) - cpu0) * 1000 / N
   const gcMsPerJob = (await daemon.metric('nodejs_gc_duration_seconds_sum') - gc0) * 1000 / N
   const peakMiB = MiB(statusKiB(daemon.pid, 'VmHWM'))
-  await sleep(3000)
-  const after = await sample('idle')
+  let after
+  for (let s = 0; s < Number(o['idle-seconds']); s++) {
+    await sleep(1000)
+    after = await sample('idle')
+  }
   const stored = (await fs.readdir(path.join(work, 'store'), { recursive: true })).filter((f) => f.includes('/f')).length
   console.log('SUMMARY', JSON.stringify({
     jobs: N,

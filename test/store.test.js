@@ -117,6 +117,19 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
       }
     })
 
+    it('close() waits for a compaction and for the puts it held back', async () => {
+      const dir = await tempDir('store-')
+      store = await openJobStore({ dir, sync })
+      for (let i = 0; i < 2000; i++) await store.put({ id: `j${i}`, state: 'queued', pad: 'x'.repeat(500) }, { durable: i === 1999 })
+      const compaction = store.compact()
+      const late = store.put({ id: 'late', state: 'queued' }) // waits for the new journal
+      await store.close()
+      await compaction
+      await late
+      store = await openJobStore({ dir, sync })
+      expect(store.loaded().filter((j) => j.id === 'late')).toEqual([{ id: 'late', state: 'queued' }])
+    })
+
     it('a record put while a compaction copies the journal is the one the next compaction keeps', async () => {
       const dir = await tempDir('store-')
       store = await openJobStore({ dir, sync })

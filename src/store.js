@@ -59,6 +59,7 @@ class JobStore {
   #torn = false // a cut failed: the journal may end in part of a line
   #syncTimer = null // "write" mode: the background fdatasync to come
   #replayed // the records found at open, for loaded()
+  #touched = null // while a compaction runs: the jobs put or removed meanwhile
 
   constructor ({ dir, file, records, logger, compactMinLines, sync, syncIntervalMs }) {
     this.dir = dir
@@ -92,12 +93,14 @@ class JobStore {
     const json = JSON.stringify(record)
     const created = !this.records.has(record.id)
     this.records.set(record.id, json)
+    this.#touched?.add(record.id)
     return this.#append(record.id, `{"op":"put","job":${json}}`, json, created ? record.id : null, durable)
   }
 
   // Not waited for on disk: a removal lost in a crash only brings back a finished job, pruned again.
   remove (id) {
     this.records.delete(id)
+    this.#touched?.add(id)
     return this.#append(id, JSON.stringify({ op: 'del', id }), null, null, false)
   }
 
@@ -281,24 +284,37 @@ class JobStore {
     this.#deferTimer = null
     this.#deferred.clear()
     const tmp = `${this.file}.tmp`
-    const copied = [] // [id, what `records` held, its new place]
-    const out = await fs.open(tmp, 'w', 0o640)
+    const ids = [] // each job written, and the place of its line in the new journal
+    const places = []
+    this.#touched = new Set()
+    const out = await fs.open(tmp, 'w', 0o640).catch((err) => {
+      this.#touched = null
+      throw err
+    })
     try {
-      let chunks = []
-      let buffered = 0
-      let at = 0
-      const add = (id, was, line) => {
-        copied.push([id, was, { at, length: line.length }])
-        chunks.push(line, LF)
-        buffered += line.length + 1
-        at += line.length + 1
-      }
-      const flushChunks = async (min) => {
-        if (buffered < min) return
+      // Lines are copied into `buf` and written a WINDOW at a time.
+      const buf = Buffer.allocUnsafe(2 * WINDOW)
+      let used = 0
+      let at = 0 // where `buf` starts in the new journal
+      const flush = async () => {
         // Every byte, or an error: a short write (full disk) must not become a shorter journal.
-        await writeAll(out, [Buffer.concat(chunks, buffered)])
-        chunks = []
-        buffered = 0
+        await writeAll(out, [buf.subarray(0, used)])
+        at += used
+        used = 0
+      }
+      const add = async (id, length, copy) => {
+        if (used && used + length + 1 > buf.length) await flush()
+        const into = length + 1 > buf.length ? Buffer.allocUnsafe(length + 1) : buf // a line longer than buf
+        copy(into, into === buf ? used : 0)
+        into[(into === buf ? used : 0) + length] = NEWLINE
+        ids.push(id)
+        places.push({ at: at + used, length })
+        if (into === buf) used += length + 1
+        else {
+          await writeAll(out, [into])
+          at += length + 1
+        }
+        if (used >= WINDOW) await flush()
       }
       const placed = []
       for (const [id, was] of this.records) {
@@ -306,40 +322,45 @@ class JobStore {
           placed.push([id, was])
           continue
         }
-        add(id, was, Buffer.from(`{"op":"put","job":${was}}`))
-        await flushChunks(WINDOW)
+        const line = `{"op":"put","job":${was}}`
+        await add(id, Buffer.byteLength(line), (into, offset) => into.write(line, offset))
       }
       if (placed.length) {
         // In the order they lie in the old journal, read a window at a time.
         placed.sort((a, b) => a[1].at - b[1].at)
         const old = await fs.open(this.file, 'r')
         try {
-          let window = null
+          let window = Buffer.allocUnsafe(WINDOW)
           let windowAt = 0
+          let windowEnd = 0 // nothing read yet
           for (const [id, was] of placed) {
-            if (!window || was.at + was.length > windowAt + window.length) {
-              window = Buffer.allocUnsafe(Math.max(WINDOW, was.length))
+            if (was.at < windowAt || was.at + was.length > windowEnd) {
+              if (was.length > window.length) window = Buffer.allocUnsafe(was.length)
               const { bytesRead } = await old.read(window, 0, window.length, was.at)
               if (bytesRead < was.length) throw new Error(`the journal ends before the record of job ${id}`)
-              window = window.subarray(0, bytesRead)
               windowAt = was.at
+              windowEnd = was.at + bytesRead
             }
-            add(id, was, window.subarray(was.at - windowAt, was.at - windowAt + was.length))
-            await flushChunks(WINDOW)
+            const from = was.at - windowAt
+            await add(id, was.length, (into, offset) => window.copy(into, offset, from, from + was.length))
           }
         } finally {
           await old.close()
         }
       }
-      await flushChunks(1)
+      if (used) await flush()
       await out.sync()
-    } finally {
       await out.close()
-    }
-    await fs.rename(tmp, this.file)
-    // The lines are now where the new journal has them; a record put meanwhile stays as it is.
-    for (const [id, was, place] of copied) {
-      if (this.records.get(id) === was) this.records.set(id, place)
+      await fs.rename(tmp, this.file)
+      // The lines are now where the new journal has them; a job put or removed meanwhile keeps
+      // what it has (its newer record, written to the new journal next; or nothing).
+      const touched = this.#touched
+      for (let i = 0; i < ids.length; i++) {
+        if (!touched.has(ids[i])) this.records.set(ids[i], places[i])
+      }
+    } finally {
+      this.#touched = null
+      await out.close().catch(() => {})
     }
     // From here on the old handle writes to a file that has no name any more: never use it again.
     const old = this.#handle
@@ -368,7 +389,6 @@ class JobStore {
 }
 
 const NEWLINE = 0x0a
-const LF = Buffer.from('\n')
 
 export async function syncDir (dir) {
   const handle = await fs.open(dir, 'r')

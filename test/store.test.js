@@ -117,6 +117,23 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
       }
     })
 
+    it('copies records longer than its read and write buffers (1 and 2 MiB) through compactions', async () => {
+      const dir = await tempDir('store-')
+      store = await openJobStore({ dir, sync })
+      const records = [
+        { id: 'a', state: 'queued' },
+        { id: 'long', state: 'queued', pad: 'é'.repeat(1.5 * 1024 * 1024) }, // 3 MiB of UTF-8
+        { id: 'b', state: 'queued', pad: 'x'.repeat(1024 * 1024) },
+        { id: 'c', state: 'queued' }
+      ]
+      for (const r of records) await store.put(r)
+      await store.compact() // from the journal's lines
+      await store.compact() // from the compacted journal's
+      await store.close()
+      store = await openJobStore({ dir, sync })
+      expect(store.loaded().sort((x, y) => x.id.localeCompare(y.id))).toEqual(records.sort((x, y) => x.id.localeCompare(y.id)))
+    })
+
     it('close() waits for a compaction and for the puts it held back', async () => {
       const dir = await tempDir('store-')
       store = await openJobStore({ dir, sync })

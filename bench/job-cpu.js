@@ -15,11 +15,11 @@
 // --httpd-dir puts httpd's files elsewhere (e.g. a tmpfs), as a remote server's would be: on one
 // disk, a journal sync in "fsync" mode also commits what httpd wrote since the last one.
 import fs from 'node:fs/promises'
-import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { startSidecar } from './lib/sidecar.js'
+import { handOffLines } from './lib/line-client.js'
 import { statusKiB, threadCpuDelta, threadCpuSeconds } from './lib/procfs.js'
 import { median } from './lib/stats.js'
 import { startHttpd } from '../test/harness/httpd.js'
@@ -61,38 +61,12 @@ const daemon = await startSidecar({
   extra: { journal: { sync: o.sync }, queue: { keepFinished: Number(o['keep-finished']) }, logLevel: o['log-level'] }
 })
 
-// Hands off N jobs over one connection, W unanswered at most; resolves with each one's ack time.
-async function handOff (round) {
-  const socket = net.connect(daemon.socketPath)
-  await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject))
-  const acks = []
-  const sentAt = []
-  let sent = 0
-  let buffered = ''
-  let wake = null
-  let failure = null
-  socket.setEncoding('utf8').on('data', (chunk) => {
-    buffered += chunk
-    for (let k; (k = buffered.indexOf('\n')) >= 0;) {
-      const answer = JSON.parse(buffered.slice(0, k))
-      buffered = buffered.slice(k + 1)
-      if (answer.status !== 202) failure ??= new Error(`hand-off answered ${JSON.stringify(answer)}`)
-      acks.push(Number(process.hrtime.bigint() - sentAt[acks.length]) / 1000)
-    }
-    wake?.()
-  })
-  while (acks.length < N) {
-    if (failure) break
-    for (; sent < N && sent - acks.length < W; sent++) {
-      sentAt[sent] = process.hrtime.bigint()
-      socket.write(JSON.stringify({ direction: 'upload', target: 't', local: path.join(files, `f${sent}`), remote: `/job-cpu/r${round}/f${sent}`, overwrite: true }) + '\n')
-    }
-    await new Promise((resolve) => { wake = resolve })
-  }
-  socket.end()
-  if (failure) throw failure
-  return acks
-}
+// N jobs over one connection, W unanswered at most; resolves with each one's ack time (µs).
+const handOff = (round) => handOffLines(daemon.socketPath, {
+  count: N,
+  window: W,
+  job: (i) => ({ direction: 'upload', target: 't', local: path.join(files, `f${i}`), remote: `/job-cpu/r${round}/f${i}`, overwrite: true })
+})
 
 try {
   for (let round = 0; round <= Number(o.rounds); round++) {

@@ -16,12 +16,12 @@
 // takes one) gives what a queued job holds, a figure that does not move with the GC's timing as the
 // peak RSS does.
 import fs from 'node:fs/promises'
-import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { startSidecar } from './lib/sidecar.js'
+import { handOffLines } from './lib/line-client.js'
 import { cpuSeconds, statusKiB } from './lib/procfs.js'
 
 const { values: o } = parseArgs({
@@ -98,37 +98,6 @@ async function sample (phase) {
   return s
 }
 
-// N/C jobs over one connection, W unanswered at most; every answer must be a 202.
-async function handOff (conn, count) {
-  const socket = net.connect(daemon.socketPath)
-  await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject))
-  let acked = 0
-  let sent = 0
-  let buffered = ''
-  let failure = null
-  let wake = null
-  socket.setEncoding('utf8').on('data', (chunk) => {
-    buffered += chunk
-    for (let k; (k = buffered.indexOf('\n')) >= 0;) {
-      const answer = JSON.parse(buffered.slice(0, k))
-      buffered = buffered.slice(k + 1)
-      if (answer.status !== 202) failure ??= new Error(`hand-off answered ${JSON.stringify(answer)}`)
-      acked++
-    }
-    wake?.()
-  })
-  for (;;) {
-    if (failure) break
-    if (acked === count) break
-    for (; sent < count && sent - acked < W; sent++) {
-      socket.write(JSON.stringify({ direction: 'upload', target: 't', local: source, remote: `/c${conn}/f${sent}`, overwrite: true }) + '\n')
-    }
-    await new Promise((resolve) => { wake = resolve })
-  }
-  socket.end()
-  if (failure) throw failure
-}
-
 try {
   const cpu0 = cpuSeconds(daemon.pid)
   const gc0 = await daemon.metric('nodejs_gc_duration_seconds_sum')
@@ -138,7 +107,11 @@ try {
   const timer = setInterval(() => sample('burst').catch(() => {}), 1000)
   const shares = Array.from({ length: C }, (_, c) => Math.floor(N / C) + (c < N % C ? 1 : 0))
   try {
-    await Promise.all(shares.map((count, c) => handOff(c, count)))
+    await Promise.all(shares.map((count, c) => handOffLines(daemon.socketPath, {
+      count,
+      window: W,
+      job: (i) => ({ direction: 'upload', target: 't', local: source, remote: `/c${c}/f${i}`, overwrite: true })
+    })))
   } finally {
     clearInterval(timer)
   }

@@ -27,4 +27,4 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch(process.env.SIDECAR_HEALTH_URL).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 
 # Mount a config and set SIDECAR_CONFIG=/etc/transfer-sidecar/config.json for real targets.
-ENTRYPOINT ["node", "--max-semi-space-size=8", "bin/transfer-sidecar.js"]
+ENTRYPOINT ["node", "--max-semi-space-size=8", "--heap-growing-percent=50", "bin/transfer-sidecar.js"]

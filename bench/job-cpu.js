@@ -10,8 +10,9 @@
 // identical runs here is ±20 %).
 //   node bench/job-cpu.js [--jobs 2000] [--rounds 2] [--window 16] [--sync write|fsync]
 //                         [--target http|file] [--size 4096] [--keep-finished 1000] [--httpd-dir DIR]
-//                         [--log-level warn]
+//                         [--log-level warn] [--node-flag FLAG ...]
 //                         [--cpu-prof DIR [--cpu-prof-interval US]]
+// --node-flag adds a node/V8 flag to the production ones, to try one against them.
 // --httpd-dir puts httpd's files elsewhere (e.g. a tmpfs), as a remote server's would be: on one
 // disk, a journal sync in "fsync" mode also commits what httpd wrote since the last one.
 import fs from 'node:fs/promises'
@@ -35,6 +36,7 @@ const { values: o } = parseArgs({
     'httpd-dir': { type: 'string' },
     'keep-finished': { type: 'string', default: '1000' },
     'log-level': { type: 'string', default: 'warn' },
+    'node-flag': { type: 'string', multiple: true, default: [] },
     'cpu-prof': { type: 'string' },
     'cpu-prof-interval': { type: 'string' }
   }
@@ -42,7 +44,7 @@ const { values: o } = parseArgs({
 const N = Number(o.jobs)
 const W = Number(o.window)
 if (!['http', 'file'].includes(o.target) || !['write', 'fsync'].includes(o.sync) || !(N > 0) || !(W > 0)) {
-  console.error('usage: node bench/job-cpu.js [--jobs N] [--rounds N] [--window N] [--sync write|fsync] [--target http|file] [--size BYTES] [--keep-finished N] [--httpd-dir DIR] [--log-level L] [--cpu-prof DIR [--cpu-prof-interval US]]')
+  console.error('usage: node bench/job-cpu.js [--jobs N] [--rounds N] [--window N] [--sync write|fsync] [--target http|file] [--size BYTES] [--keep-finished N] [--httpd-dir DIR] [--log-level L] [--node-flag FLAG ...] [--cpu-prof DIR [--cpu-prof-interval US]]')
   process.exit(2)
 }
 
@@ -58,6 +60,7 @@ const daemon = await startSidecar({
   targets,
   cpuProfDir: o['cpu-prof'],
   cpuProfIntervalUs: o['cpu-prof-interval'],
+  nodeFlags: o['node-flag'],
   extra: { journal: { sync: o.sync }, queue: { keepFinished: Number(o['keep-finished']) }, logLevel: o['log-level'] }
 })
 

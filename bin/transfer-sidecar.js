@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=8
+#!/usr/bin/env -S node --max-semi-space-size=8 --heap-growing-percent=50
 // Command line entry: parse flags, load the config, start, stop on SIGTERM/SIGINT.
 // --max-semi-space-size=8: a young generation of up to 8 MiB (V8's default is 16). Small jobs in
 // flight hold ~100 KB of short-lived objects each; with 1 MiB (this daemon's flag before) most
@@ -6,6 +6,12 @@
 // 460 scavenges and 510–557 ms of GC pauses, against 65 and 206–227 ms with 8 MiB, and the
 // daemon's CPU per job fell to 0.83 × (median of five pairs of runs). It costs ~5 MiB of idle RSS
 // and 6–12 MiB at the peak of a large transfer (its CPU unchanged); 16 MiB saved no more GC time.
+// --heap-growing-percent=50: a full collection once the old generation has grown by half of what
+// was reachable after the last one. V8's own factor let it grow to ~3 ×: 100,000 small jobs peaked
+// at 345–346 MiB while they drained against 200–204, 3,000 small uploads to httpd at 147–186 MiB
+// against 115–118, for the same CPU a job within the noise (GC pauses +15 % in the drain) and the
+// same peak RSS in large transfers (bench/queue-memory.js, bench/job-cpu.js, the concurrency
+// section; alternating pairs, 2026-11-26).
 import { parseArgs } from 'node:util'
 import { readFileSync } from 'node:fs'
 import { loadConfig, startSidecar, ConfigError } from '../src/index.js'

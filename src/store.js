@@ -286,11 +286,8 @@ class JobStore {
     const tmp = `${this.file}.tmp`
     const ids = [] // each job written, and the place of its line in the new journal
     const places = []
-    this.#touched = new Set()
-    const out = await fs.open(tmp, 'w', 0o640).catch((err) => {
-      this.#touched = null
-      throw err
-    })
+    const out = await fs.open(tmp, 'w', 0o640)
+    this.#touched = new Set() // from before the first record is read
     try {
       // Lines are copied into `buf` and written a WINDOW at a time.
       const buf = Buffer.allocUnsafe(2 * WINDOW)
@@ -302,18 +299,22 @@ class JobStore {
         at += used
         used = 0
       }
+      // `copy(into, offset)` puts the line's `length` bytes there.
       const add = async (id, length, copy) => {
-        if (used && used + length + 1 > buf.length) await flush()
-        const into = length + 1 > buf.length ? Buffer.allocUnsafe(length + 1) : buf // a line longer than buf
-        copy(into, into === buf ? used : 0)
-        into[(into === buf ? used : 0) + length] = NEWLINE
+        if (used + length + 1 > buf.length) await flush()
         ids.push(id)
         places.push({ at: at + used, length })
-        if (into === buf) used += length + 1
-        else {
-          await writeAll(out, [into])
-          at += length + 1
+        if (length + 1 > buf.length) { // a line longer than buf: written on its own
+          const line = Buffer.allocUnsafe(length + 1)
+          copy(line, 0)
+          line[length] = NEWLINE
+          await writeAll(out, [line])
+          at += line.length
+          return
         }
+        copy(buf, used)
+        buf[used + length] = NEWLINE
+        used += length + 1
         if (used >= WINDOW) await flush()
       }
       const placed = []

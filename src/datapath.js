@@ -165,18 +165,14 @@ export class BufferPool {
 // released by the sink. A short read is the end of a regular file: a small file costs one read.
 // The stream closes only once no read is in flight: the owner closes the descriptor on 'close', and
 // a read still queued then could land on a file or socket opened meanwhile under the same number.
-// `syncRead`: read(2) on this thread, for a small file: from the page cache it costs a few µs, a
-// read through the thread pool tens of µs of CPU (two thread hand-offs), as paths.js found for open
-// and stat.
 // `size`: the source must hold exactly that many bytes (an upload's declared Content-Length). It
 // reads up to one byte beyond, and a source found longer or shorter fails with SIZE_MISMATCH before
 // that read is pushed: a request body is never sent longer than declared, and one that would come
 // short is cut (the server then stores nothing) rather than left waiting for its last bytes.
-export function fileSource (fd, { pool, start = 0, end = Infinity, size, syncRead = false }) {
+export function fileSource (fd, { pool, start = 0, end = Infinity, size }) {
   let position = start
   let reading = false
   let afterRead = null // a destroy waiting for the read in flight
-  const read = syncRead ? readOnThisThread : fs.read
   if (size !== undefined) end = start + size + 1
   return new Readable({
     // Reads ahead (up to READ_AHEAD, bounded by the pool): the next chunk comes off the disk while
@@ -189,7 +185,7 @@ export function fileSource (fd, { pool, start = 0, end = Infinity, size, syncRea
         const buf = pool.acquire()
         const want = Math.min(buf.length, end - position)
         reading = true
-        read(fd, buf, 0, want, position, (err, n) => {
+        fs.read(fd, buf, 0, want, position, (err, n) => {
           reading = false
           const seen = position + n - start // bytes of the source so far, this read's included
           const ended = n < want
@@ -213,15 +209,72 @@ export function fileSource (fd, { pool, start = 0, end = Infinity, size, syncRea
   })
 }
 
-function readOnThisThread (fd, buf, offset, length, position, done) {
+// A small file (one pool buffer holds it) sent to `sink` in one end(chunk), not through
+// stream.pipeline: the source is one read(2) on this thread (from the page cache a few µs; through
+// libuv's pool tens of µs of CPU, two thread hand-offs, as paths.js found for open and stat), and
+// the body one write. Node's pipeline costs such a transfer more than its bytes do: an
+// AbortController aborted with a fresh DOMException, end-of-stream listeners on both streams, an
+// async iteration, and garbage that outlives the transfer (bench/job-cpu.js, 4,000 uploads of 4 KiB
+// to httpd, three alternating pairs: 0.37–0.48 ms of daemon CPU a job against 0.49–0.64 through
+// pipeline, GC pauses halved; see BENCHMARKS.md). There is no stream of chunks here to apply
+// backpressure to, and the memory is one pool buffer, as through pipeline. What pipeline does for
+// the chunk is done by hand: the same size check as fileSource (one byte read beyond: SIZE_MISMATCH,
+// nothing sent), the sink destroyed when the signal aborts, and the promise settled only once the
+// sink has finished (or failed, or closed before finishing). Larger files go through pipeline.
+export function sendSmallFile (fd, sink, { pool, size, signal }) {
+  // Its errors reach the caller through the promise (end()'s callback, or the failures below);
+  // one after it has finished (a request reset after its body was sent) is the answer's to report.
+  // Without a listener either would be an uncaught 'error' event, which ends the process.
+  sink.on('error', () => {})
+  if (signal?.aborted) {
+    const err = abortError(signal)
+    sink.destroy(err)
+    return Promise.reject(err)
+  }
+  const buf = pool.acquire()
+  if (!buf || buf.length <= size) {
+    if (buf) pool.release(buf)
+    return Promise.reject(new RangeError(`a file of ${size} bytes does not fit one buffer of the pool`))
+  }
   let n
   try {
-    n = fs.readSync(fd, buf, offset, length, position)
+    n = fs.readSync(fd, buf, 0, size + 1, 0)
   } catch (err) {
-    return done(err)
+    pool.release(buf)
+    sink.destroy(err)
+    return Promise.reject(err)
   }
-  done(null, n)
+  if (n !== size) {
+    pool.release(buf)
+    const err = new SizeMismatchError(n < size ? `the source file has ${n} bytes now, ${size} when the upload started` : `the source file has grown past the ${size} bytes it had when the upload started`)
+    sink.destroy(err)
+    return Promise.reject(err)
+  }
+  return new Promise((resolve, reject) => {
+    const abort = () => sink.destroy(abortError(signal))
+    signal?.addEventListener('abort', abort, { once: true })
+    const settle = (err) => {
+      signal?.removeEventListener('abort', abort)
+      sink.off('close', closed)
+      if (err) reject(err)
+      else resolve()
+    }
+    const closed = () => {
+      if (!sink.writableFinished) settle(sink.errored ?? Object.assign(new Error('the sink closed before the body was written'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }))
+    }
+    sink.once('close', closed)
+    // end()'s callback runs on 'finish', or with the error that destroyed the sink first.
+    if (size === 0) {
+      pool.release(buf)
+      sink.end((err) => settle(err))
+    } else {
+      sink.end(buf.subarray(0, size), (err) => settle(err))
+    }
+  })
 }
+
+// As pipeline rejects when its signal aborts.
+const abortError = (signal) => Object.assign(new Error('The operation was aborted', { cause: signal.reason }), { name: 'AbortError', code: 'ABORT_ERR' })
 
 // Destroys `stream` if it is still open and resolves once it has closed, i.e. once the file
 // source (or sink) has no read (or write) in flight on its descriptor: call it before closing that.

@@ -10,7 +10,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { createHash } from 'node:crypto'
 import { inDir, openDestDir, openedPath, openSource, openTemp, resolveDestination } from './paths.js'
-import { BufferPool, UPLOAD_MIN_BUFFERS, backgroundSync, fileSource, release, writeAll } from './datapath.js'
+import { BufferPool, UPLOAD_MIN_BUFFERS, backgroundSync, fileSource, release, sendSmallFile, writeAll } from './datapath.js'
 import { Digest } from './digest.js'
 import { hiddenName, uploadTempPath } from './backends/index.js'
 import { linkNoReplace } from './publish-local.js'
@@ -24,7 +24,7 @@ const CHUNK = 1 << 20
 // usually says why (a datanode's StandbyException, a quota) better than the broken pipe.
 const SERVER_ANSWER_GRACE_MS = 1000
 const EARLY_EXISTS_CHECK_BYTES = 1 << 20
-const SYNC_READ_BYTES = 64 * 1024 // a source this small is read on the main thread (fileSource)
+const SMALL_FILE_BYTES = 64 * 1024 // a source this small is read on the main thread and sent in one write (sendSmallFile)
 
 // Errors after which the bytes of a partial download are suspect: start over rather than resume.
 const CONTENT_ERRORS = [SizeMismatchError, Sha256MismatchError, ChecksumMismatchError]
@@ -112,9 +112,11 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     meter = new Meter(onProgress, { checksum, pool, size: source.size, sha256: hashing })
     const sink = await backend.openWrite(tmp, { size: source.size, signal, blockSize: checksum?.blockSize, pool, meter, create: direct && !job.overwrite })
     written = true
-    reader = fileSource(source.handle.fd, { pool, size: source.size, syncRead: source.size <= SYNC_READ_BYTES })
+    const piping = source.size <= SMALL_FILE_BYTES
+      ? sendSmallFile(source.handle.fd, sink.stream, { pool, size: source.size, signal })
+      : pipeline(reader = fileSource(source.handle.fd, { pool, size: source.size }), sink.stream, { signal })
     try {
-      await sent(pipeline(reader, sink.stream, { signal }), sink.done, signal, direct ? onPublishing : null)
+      await sent(piping, sink.done, signal, direct ? onPublishing : null)
     } catch (err) {
       // A name taken in a later attempt of a direct PUT may be this job's own earlier PUT, stored
       // with its answer lost (a reset, a crash of ours): it is, if it holds the same bytes.

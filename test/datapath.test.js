@@ -10,7 +10,7 @@ import net from 'node:net'
 import { createHash } from 'node:crypto'
 import { pipeline } from 'node:stream/promises'
 import { Writable } from 'node:stream'
-import { BufferPool, UPLOAD_MIN_BUFFERS, poolShape, fileSource, fileSink, requestSink } from '../src/datapath.js'
+import { BufferPool, UPLOAD_MIN_BUFFERS, poolShape, fileSource, fileSink, requestSink, sendSmallFile } from '../src/datapath.js'
 import { Meter } from '../src/transfer.js'
 import { pooledGet } from '../src/backends/http-get.js'
 import { readSmall } from '../src/backends/http-util.js'
@@ -323,6 +323,93 @@ describe('fileSource with `size`', () => {
     expect(r.err).toMatchObject({ code: 'SIZE_MISMATCH' })
     expect(r.err.message).toContain('4000 bytes now, 4096')
     expect((await read(Buffer.alloc(2000, 5), 3072, { count: 4, size: 1024 })).err).toMatchObject({ code: 'SIZE_MISMATCH' })
+  })
+})
+
+// A small upload's body: one read(2) and one end(chunk) on the sink, with what pipeline would do
+// for it (size check, abort, errors) done by hand.
+describe('sendSmallFile', () => {
+  async function send (content, size, { sink, signal, pool = new BufferPool({ count: 2, size: 64 * 1024 }) } = {}) {
+    const file = path.join(dir, `small-${content.length}-${size}`)
+    await fs.writeFile(file, content)
+    const handle = await fs.open(file, 'r')
+    const got = []
+    sink ??= new Writable({
+      write (chunk, enc, cb) {
+        got.push(Buffer.from(chunk))
+        pool.release(chunk)
+        setImmediate(cb) // finishes a turn later, as a socket would
+      }
+    })
+    try {
+      await sendSmallFile(handle.fd, sink, { pool, size, signal })
+      return { bytes: Buffer.concat(got), sink, pool }
+    } catch (err) {
+      return { err, bytes: Buffer.concat(got), sink, pool }
+    } finally {
+      await handle.close()
+    }
+  }
+
+  it('sends a file of exactly `size` bytes in one write and one read, and settles once the sink has finished', async () => {
+    const reads = vi.spyOn(fsSync, 'readSync')
+    try {
+      const r = await send(Buffer.alloc(4096, 7), 4096)
+      expect(r.err).toBeUndefined()
+      expect(r.bytes.equals(Buffer.alloc(4096, 7))).toBe(true)
+      expect(r.sink.writableFinished).toBe(true)
+      expect(reads).toHaveBeenCalledTimes(1)
+      expect(r.pool.available).toBe(2) // the buffer came back
+    } finally {
+      reads.mockRestore()
+    }
+    const empty = await send(Buffer.alloc(0), 0)
+    expect(empty.err).toBeUndefined()
+    expect([empty.bytes.length, empty.sink.writableFinished, empty.pool.available]).toEqual([0, true, 2])
+  })
+
+  it('fails a longer or shorter file with SIZE_MISMATCH and sends nothing', async () => {
+    const longer = await send(Buffer.alloc(4097, 1), 4096)
+    expect(longer.err).toMatchObject({ code: 'SIZE_MISMATCH' })
+    expect(longer.err.message).toContain('grown past the 4096 bytes')
+    expect([longer.bytes.length, longer.sink.destroyed, longer.pool.available]).toEqual([0, true, 2])
+    const shorter = await send(Buffer.alloc(4000, 1), 4096)
+    expect(shorter.err).toMatchObject({ code: 'SIZE_MISMATCH' })
+    expect(shorter.err.message).toContain('4000 bytes now, 4096')
+    expect([shorter.bytes.length, shorter.sink.destroyed]).toEqual([0, true])
+  })
+
+  it('destroys the sink when the signal aborts, before or while the write is under way', async () => {
+    const before = await send(Buffer.alloc(100), 100, { signal: AbortSignal.abort('cancel') })
+    expect(before.err).toMatchObject({ name: 'AbortError', cause: 'cancel' })
+    expect([before.bytes.length, before.sink.destroyed]).toEqual([0, true])
+
+    const ac = new AbortController()
+    const stuck = new Writable({ write (chunk, enc, cb) { ac.abort('shutdown') } }) // never calls back
+    const during = await send(Buffer.alloc(100), 100, { sink: stuck, signal: ac.signal })
+    expect(during.err).toMatchObject({ name: 'AbortError', cause: 'shutdown' })
+    expect(stuck.destroyed).toBe(true)
+  })
+
+  it('rejects with the sink\'s error, and when the sink closes before it has finished', async () => {
+    const failing = new Writable({ write (chunk, enc, cb) { cb(Object.assign(new Error('reset'), { code: 'ECONNRESET' })) } })
+    expect((await send(Buffer.alloc(10), 10, { sink: failing })).err).toMatchObject({ code: 'ECONNRESET' })
+
+    const closing = new Writable({ write (chunk, enc, cb) { setImmediate(() => closing.destroy()) } })
+    expect((await send(Buffer.alloc(10), 10, { sink: closing })).err).toMatchObject({ code: 'ERR_STREAM_PREMATURE_CLOSE' })
+
+    // An error after the sink has finished (a request reset after its body was sent) is the
+    // answer's to report: it must not reach the process as an unhandled 'error' event.
+    const r = await send(Buffer.alloc(10), 10)
+    expect(r.err).toBeUndefined()
+    r.sink.destroy(new Error('late'))
+    await new Promise((resolve) => setImmediate(resolve))
+  })
+
+  it('refuses a file that does not fit one buffer of the pool', async () => {
+    const r = await send(Buffer.alloc(2048), 2048, { pool: new BufferPool({ count: 2, size: 2048 }) })
+    expect(r.err).toBeInstanceOf(RangeError)
+    expect(r.pool.available).toBe(2)
   })
 })
 

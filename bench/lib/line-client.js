@@ -3,8 +3,9 @@
 import net from 'node:net'
 
 // Resolves with each hand-off's time from its line written to its answer read, in µs, once all
-// are answered; rejects on the first answer that is not a 202. `job(i)` is the i-th job's body.
-export async function handOffLines (socketPath, { count, window, job }) {
+// are answered; rejects on the first answer that is not a 202. `job(i)` is the i-th job's body;
+// `onAnswer(answer)` sees each answer.
+export async function handOffLines (socketPath, { count, window, job, onAnswer }) {
   const socket = net.connect(socketPath)
   await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject))
   const acks = []
@@ -19,6 +20,7 @@ export async function handOffLines (socketPath, { count, window, job }) {
       const answer = JSON.parse(buffered.slice(0, k))
       buffered = buffered.slice(k + 1)
       if (answer.status !== 202) failure ??= new Error(`hand-off answered ${JSON.stringify(answer)}`)
+      onAnswer?.(answer)
       acks.push(Number(process.hrtime.bigint() - sentAt[acks.length]) / 1000)
     }
     wake?.()

@@ -7,6 +7,7 @@
 // Prints {"seconds", "ok", "failed", "firstErrors", "cpuS", "peakRssKiB"} as bench/php/reuse.php does.
 import http from 'node:http'
 import { closeSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs'
+import { timedParallel } from './lib/parallel.js'
 
 const { files, url, remotePrefix, parallel } = JSON.parse(process.argv[2])
 const agent = new http.Agent({ keepAlive: true, maxSockets: parallel })
@@ -44,14 +45,7 @@ function put (i) {
   })
 }
 
-const cpu0 = process.cpuUsage()
-const t0 = performance.now()
-let next = 0
-await Promise.all(Array.from({ length: parallel }, async () => {
-  while (next < files.length) await put(next++)
-}))
-const seconds = (performance.now() - t0) / 1000
-const cpu = process.cpuUsage(cpu0)
+const { seconds, cpuMs } = await timedParallel(files.length, parallel, put)
 agent.destroy()
 const peakRssKiB = Number(/VmHWM:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'latin1'))?.[1] ?? 0)
-console.log(JSON.stringify({ seconds, ok, failed: files.length - ok, firstErrors: errors, cpuS: (cpu.user + cpu.system) / 1e6, peakRssKiB }))
+console.log(JSON.stringify({ seconds, ok, failed: files.length - ok, firstErrors: errors, cpuS: cpuMs / 1000, peakRssKiB }))

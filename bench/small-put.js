@@ -18,6 +18,7 @@ import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { fileURLToPath } from 'node:url'
 import { NODE_FLAGS } from './lib/sidecar.js'
+import { timedParallel } from './lib/parallel.js'
 import { startHttpd } from '../test/harness/httpd.js'
 import { http } from '../src/node-http.js'
 import { BufferPool, UPLOAD_MIN_BUFFERS, fileSource, requestSink, sendSmallFile } from '../src/datapath.js'
@@ -133,14 +134,7 @@ async function runRound ({ variant, files, url, parallel }) {
 
   for (let i = 0; i < Math.min(200, files.length); i++) await put(i) // warm the code up, untimed
   console.log('{"start":true}')
-  const cpu0 = process.cpuUsage()
-  const t0 = performance.now()
-  let next = 0
-  await Promise.all(Array.from({ length: parallel }, async () => {
-    while (next < files.length) await put(next++)
-  }))
-  const seconds = (performance.now() - t0) / 1000
-  const cpu = process.cpuUsage(cpu0)
-  console.log(JSON.stringify({ done: true, seconds, cpuMs: (cpu.user + cpu.system) / 1000, failed }))
+  const { seconds, cpuMs } = await timedParallel(files.length, parallel, put)
+  console.log(JSON.stringify({ done: true, seconds, cpuMs, failed }))
   agent.destroy()
 }

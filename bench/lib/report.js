@@ -400,7 +400,7 @@ function method (params) {
     [ran('web'), `- Web endpoint: Debian's nginx and php-fpm 8.2 on private configs, pool \`pm = static\` with 8 workers,
   \`wrk -t2 -c16 -d${p.webSeconds}s\` per page, 20 warm-up requests per page; a new Client (and connection) per request (protocol ${protocol}).
   direct.php PUTs 4 KiB to httpd with php-curl, then answers; finish.php answers, calls \`fastcgi_finish_request()\`,
-  then does the same PUT in the same worker; handoff.php hands the upload to the daemon. Each page once with httpd
+  then does the same PUT in the same worker; handoff.php hands the upload to the daemon on a new connection, handoff-persistent.php on the one its worker keeps (the PHP client's \`persistent\` option). Each page once with httpd
   on loopback and once 10 ms round trip away: the tests' TCP proxy (this kernel has no netem) holds each direction 5 ms (and a new connection
   one round trip), for the pages' php-curl and the daemon's target alike. PHP CPU is php-fpm's (master and
   workers); nginx's is not counted.`],

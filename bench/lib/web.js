@@ -1,7 +1,8 @@
 // Section 3b: the web endpoint's view, on the stack PHP sites run: Debian's nginx and php-fpm
-// (pm = static, 8 workers). Three pages: direct.php PUTs a 4 KiB file to httpd with php-curl before
+// (pm = static, 8 workers). Four pages: direct.php PUTs a 4 KiB file to httpd with php-curl before
 // answering, finish.php answers first (fastcgi_finish_request()) and then does the same PUT in the
-// same worker, handoff.php hands it to the daemon (acked, unix socket) and answers. wrk (-t2 -c16)
+// same worker, handoff.php hands it to the daemon (acked, unix socket) and answers, and
+// handoff-persistent.php does so on the connection its worker keeps (the client's `persistent`). wrk (-t2 -c16)
 // drives each for --web-seconds, once with httpd on loopback and once 10 ms round trip away (the
 // tests' TCP proxy delaying each direction 5 ms; the daemon's target and the direct pages go
 // through the same proxy). The hand-off page's uploads run after the fact: the time the daemon then
@@ -19,13 +20,13 @@ import { PHP_DIR } from './php.js'
 import { cpuSeconds, treeCpuSeconds } from './procfs.js'
 import { check } from './verify.js'
 
-export const WEB_PAGES = ['direct.php', 'finish.php', 'handoff.php']
+export const WEB_PAGES = ['direct.php', 'finish.php', 'handoff.php', 'handoff-persistent.php']
 const FILE_BYTES = 4096
 const WORKERS = 8 // php-fpm pm = static
 const WRK_ARGS = ['-t2', '-c16'] // more connections than workers: the pool is what limits
 export const WEB_RTTS_MS = [0, 10] // the target on loopback, then 10 ms round trip away
 
-export const estimateWeb = (opts) => 5 + WEB_RTTS_MS.length * (WEB_PAGES.length * (opts.webSeconds + 2) + opts.webSeconds * 1.5) // + backlog drain
+export const estimateWeb = (opts) => 5 + WEB_RTTS_MS.length * (WEB_PAGES.length * (opts.webSeconds + 2) + opts.webSeconds * 3) // + backlog drain
 
 export function requireWrk () {
   if (spawnSync('wrk', ['-v']).error) {
@@ -122,7 +123,7 @@ async function runPage (env, opts, progress, { daemon, server, page, rttMs }) {
   let drainSeconds = 0
   let jobs = null
   const answered = w.requests - w.non2xx
-  if (page === 'handoff.php') {
+  if (page.startsWith('handoff')) {
     drainSeconds = await daemon.drained()
     jobs = {
       accepted: await daemon.metric('sidecar_jobs_accepted_total') - accepted0,
@@ -149,7 +150,7 @@ async function runPage (env, opts, progress, { daemon, server, page, rttMs }) {
     drainSeconds,
     jobs
   }
-  progress.step(`${page.padEnd(12)} target ${rttMs ? `${rttMs} ms RTT away` : 'on loopback'}: ${w.requestsPerSecond.toFixed(0)} requests/s, latency p50 ${w.latencyMs.p50} ms p99 ${w.latencyMs.p99} ms, ` +
+  progress.step(`${page.padEnd(22)} target ${rttMs ? `${rttMs} ms RTT away` : 'on loopback'}: ${w.requestsPerSecond.toFixed(0)} requests/s, latency p50 ${w.latencyMs.p50} ms p99 ${w.latencyMs.p99} ms, ` +
     `non-2xx ${w.non2xx}, connect/write/timeout errors ${w.socketErrors}, cpu/request PHP ${record.phpCpuMsPerRequest.toFixed(2)} ms daemon ${record.daemonCpuMsPerRequest.toFixed(2)} ms` +
     (jobs ? `; ${jobs.succeeded}/${jobs.accepted} jobs succeeded, queue drained ${drainSeconds.toFixed(1)} s after wrk` : ''))
   return record

@@ -28,7 +28,7 @@ use TransferSidecar\Http\Wire;
  */
 final class Client
 {
-    private const OPTIONS = ['socket', 'host', 'port', 'token', 'connect_timeout', 'read_timeout', 'spool', 'protocol'];
+    private const OPTIONS = ['socket', 'host', 'port', 'token', 'connect_timeout', 'read_timeout', 'spool', 'protocol', 'persistent'];
     private const JOB_OPTIONS = ['id', 'overwrite', 'sha256', 'digest', 'callback'];
     /** The daemon refuses longer request bodies (413 PAYLOAD_TOO_LARGE). */
     private const MAX_BODY_BYTES = 65536;
@@ -47,16 +47,21 @@ final class Client
     /** Line protocol: the first line of a connection when the daemon has a token. */
     private string $tokenLine = '';
     private ?Connection $lineConnection = null;
+    /** The line-protocol connection outlives the request, for the worker's next one. */
+    private bool $persistent = false;
     private ?float $lastHandoffSeconds = null;
     private bool $lastHandoffAcked = true;
 
     /**
      * @param array{socket?: string, host?: string, port?: int, token?: ?string, connect_timeout?: float,
-     *              read_timeout?: float, spool?: ?string, protocol?: 'lines'|'http'} $options
+     *              read_timeout?: float, spool?: ?string, protocol?: 'lines'|'http', persistent?: bool} $options
      *   socket: unix socket path; or host + port (default 127.0.0.1:8765)
      *   protocol: how upload()/download()/send() hand a job off: "lines" (default), one JSON line each
      *     way on a kept connection, or "http", POST /v1/jobs; the same answers, errors and
      *     durability, the line protocol skips the daemon's HTTP server (see the README)
+     *   persistent: keep the line-protocol connection open after the request for the PHP worker's
+     *     next one (as php-redis's pconnect): no connect and accept per request (false by default;
+     *     with protocol "lines" only)
      *   token: sent as "Authorization: Bearer <token>" when the daemon has one
      *   connect_timeout (1.0 s), read_timeout (5.0 s: longest silence while waiting for an answer)
      *   spool: directory for the fallback when the daemon cannot take a job (see Spool)
@@ -118,6 +123,14 @@ final class Client
             throw new InvalidArgumentException('protocol: must be "lines" or "http"');
         }
         $this->protocol = $protocol;
+        $persistent = $options['persistent'] ?? false;
+        if (!is_bool($persistent)) {
+            throw new InvalidArgumentException('persistent: must be true or false');
+        }
+        if ($persistent && $protocol !== 'lines') {
+            throw new InvalidArgumentException('persistent: only with protocol "lines"');
+        }
+        $this->persistent = $persistent;
     }
 
     /**
@@ -395,7 +408,7 @@ final class Client
                 return $this->handedOff($id, $started);
             }
             if ($this->protocol === 'lines') {
-                $answer = $this->lineExchange($body);
+                $answer = $this->lineExchange($body, $id);
                 if (self::tookJob($answer['status'], $answer, $id)) {
                     return $this->handedOff($id, $started);
                 }
@@ -506,19 +519,22 @@ final class Client
 
     /**
      * One job line and its answer line on the kept line-protocol connection (with the token line
-     * first on a new one). A reused connection found dead before any answer byte is replaced once.
+     * first on a new one, and on every use of a persistent one: it may have been opened by another
+     * client of the worker). A reused connection found dead before any answer byte is replaced
+     * once, as is a reused one whose answer names another job (the job's own id makes the resend
+     * safe).
      *
      * @return array{status: int, id?: mixed, state?: mixed, error?: mixed, retryAfter?: mixed}
      */
-    private function lineExchange(string $body): array
+    private function lineExchange(string $body, string $id): array
     {
         for ($attempt = 1; ; $attempt++) {
             if ($this->lineConnection !== null && $this->lineConnection->isIdleExpired()) {
                 $this->dropLines();
             }
-            $connection = $this->lineConnection ??= Connection::open($this->address, $this->connectTimeout);
+            $connection = $this->lineConnection ??= Connection::open($this->address, $this->connectTimeout, $this->persistent);
             $retryable = $attempt === 1 && $connection->isReused();
-            $tokenLine = $connection->isReused() ? '' : $this->tokenLine;
+            $tokenLine = $connection->isReused() && !$this->persistent ? '' : $this->tokenLine;
             if (!self::sent($connection, $tokenLine . $body . "\n", $retryable, fn () => $this->dropLines())) {
                 continue;
             }
@@ -538,6 +554,13 @@ final class Client
                     continue;
                 }
                 throw new ConnectionException('the daemon closed the connection without answering the job');
+            }
+            if ($retryable && isset($answer['id']) && $answer['id'] !== $id) {
+                // A reused connection out of step: an answer meant for another job (one an
+                // interrupted request left unread). Not taken as ours; the connection is replaced
+                // and the job sent again. (On a new connection such an answer is a failure.)
+                $this->dropLines();
+                continue;
             }
             if ($answer['status'] === 401) {
                 $this->dropLines(); // the daemon closes it

@@ -19,29 +19,58 @@ final class Connection
     private $stream;
     private int $answered = 0;
     private ?int $idleUntilNs = null;
+    private bool $persistent;
 
     /** @param resource $stream */
-    private function __construct($stream)
+    private function __construct($stream, bool $persistent)
     {
         $this->stream = $stream;
+        $this->persistent = $persistent;
     }
 
     /**
      * @param string $address "unix:///path/sidecar.sock" or "tcp://127.0.0.1:8765"
+     * @param bool $persistent kept open by PHP after the request ends, for the next request of the
+     *   same worker process (STREAM_CLIENT_PERSISTENT, as php-redis's pconnect): one connection a
+     *   worker instead of one a request. PHP hands back a kept one only if it is still open; one
+     *   with bytes waiting in it (an answer an interrupted request never read) is closed and
+     *   replaced here, so that no answer is ever read for the wrong job.
      */
-    public static function open(string $address, float $connectTimeout): self
+    public static function open(string $address, float $connectTimeout, bool $persistent = false): self
     {
         $errno = 0;
         $errstr = '';
         $context = str_starts_with($address, 'tcp://')
             ? stream_context_create(['socket' => ['tcp_nodelay' => true]])
             : stream_context_create();
-        $stream = @stream_socket_client($address, $errno, $errstr, $connectTimeout, STREAM_CLIENT_CONNECT, $context);
-        if ($stream === false) {
-            throw new ConnectionException(sprintf('cannot connect to %s: %s (errno %d)', $address, $errstr !== '' ? $errstr : 'unknown error', $errno));
+        $flags = STREAM_CLIENT_CONNECT | ($persistent ? STREAM_CLIENT_PERSISTENT : 0);
+        for ($attempt = 1; ; $attempt++) {
+            $stream = @stream_socket_client($address, $errno, $errstr, $connectTimeout, $flags, $context);
+            if ($stream === false) {
+                throw new ConnectionException(sprintf('cannot connect to %s: %s (errno %d)', $address, $errstr !== '' ? $errstr : 'unknown error', $errno));
+            }
+            // A kept connection has carried bytes already (its position is past 0).
+            $kept = $persistent && ftell($stream) > 0;
+            if ($kept && $attempt === 1 && self::hasInput($stream)) {
+                @fclose($stream);
+                continue;
+            }
+            stream_set_blocking($stream, true);
+            $connection = new self($stream, $persistent);
+            if ($kept) {
+                $connection->answered = 1; // a reused connection: one that fails before an answer is replaced once
+            }
+            return $connection;
         }
-        stream_set_blocking($stream, true);
-        return new self($stream);
+    }
+
+    /** @param resource $stream */
+    private static function hasInput($stream): bool
+    {
+        $read = [$stream];
+        $write = null;
+        $except = null;
+        return @stream_select($read, $write, $except, 0) !== 0;
     }
 
     public function isOpen(): bool
@@ -148,7 +177,9 @@ final class Connection
 
     public function __destruct()
     {
-        $this->close();
+        if (!$this->persistent) {
+            $this->close();
+        }
     }
 
     /** @return resource */

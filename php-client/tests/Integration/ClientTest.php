@@ -26,6 +26,24 @@ final class ClientTest extends IntegrationTestCase
         }
     }
 
+    /** Clients one after another on one kept connection, as the requests of one php-fpm worker. */
+    public function testPersistentClientsShareOneConnectionToTheDaemon(): void
+    {
+        foreach ([fn () => self::unixClient(['persistent' => true]), fn () => self::tcpClient(['persistent' => true])] as $make) {
+            [$src] = self::makeFile('persistent-' . bin2hex(random_bytes(3)), 10);
+            $ids = [];
+            for ($i = 0; $i < 20; $i++) {
+                $ids[] = $make()->upload('local', $src, sprintf('/php/%s/persistent/%s.bin', self::$run, bin2hex(random_bytes(6))));
+            }
+            $client = $make();
+            foreach ($ids as $id) {
+                self::assertSucceeds($client, $id);
+            }
+            $client->close();
+            self::assertCount(20, array_unique($ids));
+        }
+    }
+
     /** @return iterable<string, array{0: string}> */
     public static function protocols(): iterable
     {

@@ -35,6 +35,8 @@ final class ClientOptionsTest extends TestCase
         yield 'spool empty' => [['spool' => ''], 'spool'];
         yield 'protocol unknown' => [['protocol' => 'grpc'], 'protocol'];
         yield 'protocol not a string' => [['protocol' => true], 'protocol'];
+        yield 'persistent not a bool' => [['persistent' => 1], 'persistent'];
+        yield 'persistent over http' => [['persistent' => true, 'protocol' => 'http'], 'persistent'];
     }
 
     /**

@@ -399,6 +399,59 @@ final class ClientProtocolTest extends TestCase
         self::assertSame($request['body'], file_get_contents($this->spool . '/' . $id . '.json'), 'the spool holds exactly the line that was sent');
     }
 
+    public function testPersistentKeepsTheLineConnectionForTheWorkersNextClient(): void
+    {
+        // Two clients one after the other in one process, as two requests of one php-fpm worker.
+        $stub = new StubServer([[['reply' => "{\"status\":200}\n"], ['reply' => self::acceptedLine()], ['reply' => "{\"status\":200}\n"], ['reply' => self::acceptedLine()]]]);
+        $options = ['socket' => $stub->socket, 'token' => 'secret-token-0123456789', 'persistent' => true];
+        $first = (new Client($options))->upload('hdfs', '/var/www/a.bin', '/a.bin');
+        $client = new Client($options);
+        $second = $client->upload('hdfs', '/var/www/b.bin', '/b.bin');
+        $client->close(); // closes the kept connection too
+        $requests = $stub->finish();
+
+        self::assertSame([0, 0, 0, 0], array_column($requests, 'conn'), 'one connection for both clients');
+        // Each client authenticates with its own token, the kept connection's included.
+        self::assertSame(['{"token":"secret-token-0123456789"}', '{"token":"secret-token-0123456789"}'], [$requests[0]['body'], $requests[2]['body']]);
+        self::assertSame([$first, $second], [json_decode($requests[1]['body'], true)['id'], json_decode($requests[3]['body'], true)['id']]);
+    }
+
+    public function testPersistentReplacesAKeptConnectionWithAnUnreadAnswerInIt(): void
+    {
+        // The first request's answer comes with a second line nobody asked for, as the answer an
+        // interrupted request never read would wait in the kept connection.
+        $stray = json_encode(['status' => 202, 'id' => 'strayJobIdOfAnotherOne', 'state' => 'queued']) . "\n";
+        // Had the second job been written on that connection, the stub would read and log it there.
+        $stub = new StubServer([[['reply' => self::acceptedLine() . $stray], ['reply' => self::acceptedLine()]], [['reply' => self::acceptedLine()]]]);
+        $options = ['socket' => $stub->socket, 'persistent' => true, 'spool' => $this->spool];
+        $first = (new Client($options))->upload('hdfs', '/var/www/a.bin', '/a.bin');
+        usleep(100000);
+        $client = new Client($options);
+        $second = $client->upload('hdfs', '/var/www/b.bin', '/b.bin');
+        $client->close();
+        $requests = $stub->finish();
+
+        self::assertSame([0, 1], array_column($requests, 'conn'), 'the second job on a new connection');
+        self::assertSame($second, json_decode($requests[1]['body'], true)['id']);
+        self::assertNotSame($first, $second);
+        self::assertSame([], $this->spooled());
+    }
+
+    public function testAnAnswerNamingAnotherJobIsNeverTakenAndTheJobIsSentAgain(): void
+    {
+        $other = json_encode(['status' => 202, 'id' => 'strayJobIdOfAnotherOne', 'state' => 'queued']) . "\n";
+        $stub = new StubServer([[['reply' => self::acceptedLine()], ['reply' => $other]], [['reply' => self::acceptedLine()]]]);
+        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool]);
+        $client->upload('hdfs', '/var/www/a.bin', '/a.bin');
+        $second = $client->upload('hdfs', '/var/www/b.bin', '/b.bin');
+        $client->close();
+        $requests = $stub->finish();
+
+        self::assertSame([0, 0, 1], array_column($requests, 'conn'));
+        self::assertSame([$second, $second], [json_decode($requests[1]['body'], true)['id'], json_decode($requests[2]['body'], true)['id']], 'the same job, sent again');
+        self::assertSame([], $this->spooled());
+    }
+
     public function testLinesSendWritesTheLineAndDoesNotRead(): void
     {
         $stub = new StubServer([[['close' => true]]]);

@@ -6,6 +6,8 @@ declare(strict_types=1);
 // for the Client configured from the environment:
 //   SIDECAR_SOCKET (unix socket) or SIDECAR_HOST/SIDECAR_PORT (default 127.0.0.1:8765),
 //   SIDECAR_TOKEN, SIDECAR_SPOOL.
+// `persistent`: under php-fpm each worker keeps its connection to the daemon from one request to
+// the next (see the client's README).
 
 use TransferSidecar\Client;
 
@@ -24,7 +26,7 @@ if (is_file(__DIR__ . '/../vendor/autoload.php')) {
 
 return static function (): Client {
     $env = static fn (string $name): ?string => ($v = getenv($name)) === false || $v === '' ? null : $v;
-    $options = ['token' => $env('SIDECAR_TOKEN'), 'spool' => $env('SIDECAR_SPOOL')];
+    $options = ['token' => $env('SIDECAR_TOKEN'), 'spool' => $env('SIDECAR_SPOOL'), 'persistent' => true];
     if ($env('SIDECAR_SOCKET') !== null) {
         $options['socket'] = $env('SIDECAR_SOCKET');
     } else {

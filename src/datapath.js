@@ -234,7 +234,9 @@ export function sendSmallFile (fd, sink, { pool, size, signal }) {
   const buf = pool.acquire()
   if (!buf || buf.length <= size) {
     if (buf) pool.release(buf)
-    return Promise.reject(new RangeError(`a file of ${size} bytes does not fit one buffer of the pool`))
+    const err = new RangeError(`a file of ${size} bytes does not fit one buffer of the pool`)
+    sink.destroy(err)
+    return Promise.reject(err)
   }
   let n
   try {

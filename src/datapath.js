@@ -193,7 +193,7 @@ export function fileSource (fd, { pool, start = 0, end = Infinity, size }) {
           if (afterRead || err || n === 0 || changed) {
             pool.release(buf)
             if (afterRead) return afterRead()
-            if (changed) err = new SizeMismatchError(ended ? `the source file has ${seen} bytes now, ${size} when the upload started` : `the source file has grown past the ${size} bytes it had when the upload started`)
+            if (changed) err = sourceChanged(seen, size) // a short read here is below `size`: reads stop one byte past it
             return err ? this.destroy(err) : this.push(null)
           }
           position += n
@@ -208,6 +208,12 @@ export function fileSource (fd, { pool, start = 0, end = Infinity, size }) {
     }
   })
 }
+
+// An upload's source found with `seen` bytes where it had `size` when the upload started (seen
+// is at most size + 1: its sources read one byte beyond, no more).
+const sourceChanged = (seen, size) => new SizeMismatchError(seen < size
+  ? `the source file has ${seen} bytes now, ${size} when the upload started`
+  : `the source file has grown past the ${size} bytes it had when the upload started`)
 
 // A small file (one pool buffer holds it) sent to `sink` in one end(chunk), not through
 // stream.pipeline: the source is one read(2) on this thread (from the page cache a few µs; through
@@ -248,7 +254,7 @@ export function sendSmallFile (fd, sink, { pool, size, signal }) {
   }
   if (n !== size) {
     pool.release(buf)
-    const err = new SizeMismatchError(n < size ? `the source file has ${n} bytes now, ${size} when the upload started` : `the source file has grown past the ${size} bytes it had when the upload started`)
+    const err = sourceChanged(n, size)
     sink.destroy(err)
     return Promise.reject(err)
   }

@@ -24,6 +24,7 @@ import { handOffLines } from './lib/line-client.js'
 import { statusKiB, threadCpuDelta, threadCpuSeconds } from './lib/procfs.js'
 import { median } from './lib/stats.js'
 import { startHttpd } from '../test/harness/httpd.js'
+import { createSmallFiles } from './lib/testfile.js'
 
 const { values: o } = parseArgs({
   options: {
@@ -51,7 +52,7 @@ if (!['http', 'file'].includes(o.target) || !['write', 'fsync'].includes(o.sync)
 const work = await fs.mkdtemp(path.join(os.tmpdir(), 'job-cpu-'))
 const files = path.join(work, 'files')
 await fs.mkdir(files)
-for (let i = 0; i < N; i++) await fs.writeFile(path.join(files, `f${i}`), Buffer.alloc(Number(o.size), i % 251))
+const paths = await createSmallFiles(files, N, Number(o.size))
 const httpd = o.target === 'http' ? await startHttpd({ dir: o['httpd-dir'] }) : null
 const targets = { t: httpd ? { type: 'http', url: httpd.uploadUrl, atomicPut: true } : { type: 'file', dir: path.join(work, 'store') } }
 const daemon = await startSidecar({
@@ -69,7 +70,7 @@ let lastId = null
 const handOff = (round) => handOffLines(daemon.socketPath, {
   count: N,
   window: W,
-  job: (i) => ({ direction: 'upload', target: 't', local: path.join(files, `f${i}`), remote: `/job-cpu/r${round}/f${i}`, overwrite: true }),
+  job: (i) => ({ direction: 'upload', target: 't', local: paths[i], remote: `/job-cpu/r${round}/f${i}`, overwrite: true }),
   onAnswer: (answer) => { lastId = answer.id }
 })
 

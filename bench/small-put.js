@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url'
 import { NODE_FLAGS } from './lib/sidecar.js'
 import { timedParallel } from './lib/parallel.js'
 import { startHttpd } from '../test/harness/httpd.js'
+import { createSmallFiles } from './lib/testfile.js'
 import { http } from '../src/node-http.js'
 import { BufferPool, UPLOAD_MIN_BUFFERS, fileSource, requestSink, sendSmallFile } from '../src/datapath.js'
 import { Meter } from '../src/transfer.js'
@@ -48,11 +49,7 @@ async function main () {
     process.exit(2)
   }
   const work = await fs.mkdtemp(path.join(os.tmpdir(), 'small-put-'))
-  const files = []
-  for (let i = 0; i < N; i++) {
-    files.push(path.join(work, `f${i}`))
-    await fs.writeFile(files[i], Buffer.alloc(Number(o.size), i % 251))
-  }
+  const files = await createSmallFiles(work, N, Number(o.size))
   const httpd = await startHttpd()
   try {
     for (let round = 0; round <= Number(o.rounds); round++) {

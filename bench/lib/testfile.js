@@ -3,6 +3,7 @@
 // blocks are identical and a transfer that reorders or repeats blocks fails the sha256 check.
 import { randomFillSync, createHash } from 'node:crypto'
 import fs from 'node:fs/promises'
+import path from 'node:path'
 
 const BLOCK = 16 << 20
 
@@ -22,4 +23,15 @@ export async function createTestFile (file, bytes) {
     await fh.close()
   }
   return hash.digest('hex')
+}
+
+// `count` small files `dir`/f0 … f<count-1> of `bytes` bytes each (file i filled with i % 251, so no
+// two neighbours are alike); returns their paths.
+export async function createSmallFiles (dir, count, bytes) {
+  const files = []
+  for (let i = 0; i < count; i++) {
+    files.push(path.join(dir, `f${i}`))
+    await fs.writeFile(files[i], Buffer.alloc(bytes, i % 251))
+  }
+  return files
 }

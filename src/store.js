@@ -1,11 +1,6 @@
-// Durable job store: a journal of JSON lines, each written after the last.
+// Durable job store: an append-only journal of JSON lines.
 // sync "fsync": a put resolves once its line is on disk (O_DSYNC writes, group commit: the puts
-// that come while a write is in flight share the next one). The file is kept zero-filled up to
-// GROW bytes ahead of its last line, and lines are written over those zeros at their offset: a
-// synced write that neither grows the file nor fills a hole changes no metadata, so it costs the
-// data's write and a cache flush, not a commit of ext4's journal (which would also have to write
-// out every file written since, as httpd's; measured here: 126 µs against 189 median, 165 against
-// 233 with files being written beside it). Replay skips the zeros. sync "write": a put resolves once its
+// that come while a write is in flight share the next one). sync "write": a put resolves once its
 // line is written to the journal file, with one write(2) on this thread (no thread-pool hop); it is
 // then in the page cache, safe from a crash or kill of the daemon but not from the host's, and an
 // fdatasync in the background puts it on disk within syncIntervalMs. Every line carries the whole
@@ -15,7 +10,7 @@
 // compaction copies those lines from the old journal into the new one (a queued job holds ~0.6 KiB
 // of the daemon's heap; ~1.0 when every record's JSON was kept).
 import fs from 'node:fs/promises'
-import { createReadStream, writeSync, ftruncateSync, constants as C } from 'node:fs'
+import { createReadStream, writeSync, ftruncateSync, fstatSync, constants as C } from 'node:fs'
 import readline from 'node:readline'
 import path from 'node:path'
 import { writeAll } from './datapath.js'
@@ -23,7 +18,6 @@ import { writeAll } from './datapath.js'
 const JOURNAL = 'jobs.journal'
 const DEFER_MS = 200
 const WINDOW = 1024 * 1024 // what a compaction reads of the old journal at once
-const GROW = 1024 * 1024 // zeros written ahead of the last line, once fewer than GROW / 4 are left
 
 export async function openJobStore ({ dir, logger, compactMinLines = 10000, sync = 'fsync', syncIntervalMs = 50 }) {
   await fs.mkdir(dir, { recursive: true, mode: 0o750 })
@@ -32,21 +26,17 @@ export async function openJobStore ({ dir, logger, compactMinLines = 10000, sync
   let torn = 0
   try {
     const lines = readline.createInterface({ input: createReadStream(file), crlfDelay: Infinity })
-    for await (const text of lines) {
-      // The zeros ahead of the last line (JSON has no raw NUL). After a power loss in "write" mode
-      // a run of them may lie between lines, or end one cut short.
-      for (const line of text.includes('\0') ? text.split(/\0+/) : [text]) {
-        if (!line) continue
-        let entry
-        try {
-          entry = JSON.parse(line)
-        } catch {
-          torn++ // a line cut short by a crash in the middle of a write; it was never acknowledged
-          continue
-        }
-        if (entry.op === 'put') records.set(entry.job.id, JSON.stringify(entry.job))
-        else if (entry.op === 'del') records.delete(entry.id)
+    for await (const line of lines) {
+      if (!line) continue
+      let entry
+      try {
+        entry = JSON.parse(line)
+      } catch {
+        torn++ // a line cut short by a crash in the middle of a write; it was never acknowledged
+        continue
       }
+      if (entry.op === 'put') records.set(entry.job.id, JSON.stringify(entry.job))
+      else if (entry.op === 'del') records.delete(entry.id)
     }
   } catch (err) {
     if (err.code !== 'ENOENT') throw err
@@ -65,13 +55,11 @@ class JobStore {
   #handle = null
   #linesSinceCompact = 0
   #closed = false
-  #size = 0 // where the last line ends: the next batch is written there
-  #allocated = 0 // where the zeros written ahead end (a hint: a write past it grows the file)
-  #torn = false // a cut failed: part of a batch may lie before #size
+  #size = 0 // bytes in the journal, to cut off a batch written in part (see #flush)
+  #torn = false // a cut failed: the journal may end in part of a line
   #syncTimer = null // "write" mode: the background fdatasync to come
   #replayed // the records found at open, for loaded()
   #touched = null // while a compaction runs: the jobs put or removed meanwhile
-  #compactAsked = null // compact() was called: { promise, resolve, reject } of the rewrite to come
 
   constructor ({ dir, file, records, logger, compactMinLines, sync, syncIntervalMs }) {
     this.dir = dir
@@ -85,9 +73,8 @@ class JobStore {
     this.compactMinLines = compactMinLines
     this.writeMode = sync === 'write'
     this.syncIntervalMs = syncIntervalMs
-    // In "write" mode a batch is on disk once the background fdatasync has run. Not O_APPEND: each
-    // batch is written at #size, over the zeros.
-    this.flags = C.O_WRONLY | (this.writeMode ? 0 : C.O_DSYNC)
+    // In "write" mode a batch is on disk once the background fdatasync has run.
+    this.flags = C.O_WRONLY | C.O_APPEND | (this.writeMode ? 0 : C.O_DSYNC)
   }
 
   // The job records found in the journal at open, for the scheduler to rebuild its state at
@@ -143,22 +130,13 @@ class JobStore {
     this.#pending = []
     const data = this.#batchData(batch)
     try {
-      writeAllSync(this.#handle.fd, data, this.#size)
+      writeAllSync(this.#handle.fd, data)
     } catch (err) {
-      this.#cutSync(data)
+      this.#cutSync()
       this.#failed(batch, err)
       return Promise.reject(err)
     }
     this.#written(batch, data)
-    if (this.#growDue()) {
-      const from = this.#growFrom()
-      try {
-        writeAllSync(this.#handle.fd, Buffer.alloc(GROW), from)
-        this.#allocated = from + GROW
-      } catch (err) {
-        this.#growFailed(err)
-      }
-    }
     return Promise.resolve()
   }
 
@@ -169,11 +147,12 @@ class JobStore {
     return Buffer.from(this.#torn ? '\n' + text : text)
   }
 
-  // The batch is in the journal, at #size. Each put line's place replaces its record in memory,
-  // unless a newer record came meanwhile.
+  // The batch is in the journal (appended: it ends where the file ends). Each put line's place
+  // replaces its record in memory, unless a newer record came meanwhile.
   #written (batch, data) {
-    let at = this.#size + (data[0] === NEWLINE ? 1 : 0) // a torn journal's batch starts with one
-    this.#size += data.length
+    const end = this.#torn ? fstatSync(this.#handle.fd).size : this.#size + data.length
+    let at = end - data.length + (data[0] === NEWLINE ? 1 : 0) // a torn journal's batch starts with one
+    this.#size = end
     this.#torn = false
     for (const b of batch) {
       const length = Buffer.byteLength(b.line)
@@ -185,23 +164,6 @@ class JobStore {
     if (this.writeMode) this.#syncTimer ??= setTimeout(() => this.#backgroundSync(), this.syncIntervalMs)
     // Compacted from #flush, so that the lines put meanwhile wait for the new journal.
     if (this.#compactDue()) this.#flushing ??= this.#flush()
-  }
-
-  #growDue () {
-    return this.#allocated - this.#size < GROW / 4
-  }
-
-  // Never below the last line: a batch larger than the zeros left, or one skipped after a failed
-  // cut, ends past #allocated.
-  #growFrom () {
-    return Math.max(this.#allocated, this.#size)
-  }
-
-  // The zeros are only for speed: without them a write appends, as it always did. Tried again
-  // after GROW bytes more (a full disk is not asked at every batch).
-  #growFailed (err) {
-    this.logger?.warn({ err }, 'cannot write zeros ahead in the journal; appending to it')
-    this.#allocated = this.#size + GROW
   }
 
   // Not acknowledged, so a job created by this batch must not survive in a later compaction.
@@ -238,40 +200,27 @@ class JobStore {
 
   async #flush () {
     try {
-      while (this.#pending.length || this.#compactDue() || this.#compactAsked) {
-        if (this.#compactAsked) {
-          const asked = this.#compactAsked
-          this.#compactAsked = null
-          await this.#rewrite().then(asked.resolve, asked.reject)
-        } else if (this.#compactDue()) {
-          await this.#compactNow()
-        }
+      while (this.#pending.length || this.#compactDue()) {
+        if (this.#compactDue()) await this.#compactNow()
         if (!this.#pending.length) continue
         const batch = this.#pending
         this.#pending = []
         const data = this.#batchData(batch)
         try {
-          // Reopened if a compaction renamed the journal but could not open it again (#size is
-          // where its rewrite ended).
-          this.#handle ??= await fs.open(this.file, this.flags, 0o640)
-          await writeAll(this.#handle, [data], this.#size)
+          // Reopened if a compaction renamed the journal but could not open it again.
+          if (!this.#handle) {
+            this.#handle = await fs.open(this.file, this.flags, 0o640)
+            this.#size = (await this.#handle.stat()).size
+          }
+          await writeAll(this.#handle, [data])
         } catch (err) {
-          // A full disk writes part of the batch, then fails: cut that part off, or a later replay
-          // could find its lines, acknowledged or not.
-          if (this.#handle) await this.#cut(data)
+          // A full disk writes part of the batch, then fails: cut that part off, or the next batch's
+          // first line would be glued to it and lost, acknowledged or not.
+          if (this.#handle) await this.#cut()
           this.#failed(batch, err)
           continue
         }
         this.#written(batch, data)
-        if (this.#growDue()) {
-          const from = this.#growFrom()
-          try {
-            await writeAll(this.#handle, [Buffer.alloc(GROW)], from)
-            this.#allocated = from + GROW
-          } catch (err) {
-            this.#growFailed(err)
-          }
-        }
       }
     } finally {
       this.#flushing = null
@@ -292,42 +241,39 @@ class JobStore {
     })
   }
 
-  // The zeros ahead go with it (written again later). If the cut fails, the next batch is written
-  // after the whole of this one, starting with a newline: the part written stays apart (torn).
-  async #cut (data) {
+  async #cut () {
     try {
       await this.#handle.truncate(this.#size)
       await this.#handle.datasync()
-      this.#allocated = this.#size
     } catch (err) {
-      this.#cutFailed(data, err)
+      this.logger?.error({ err }, 'cannot cut off a journal batch written in part')
+      this.#torn = true
     }
   }
 
   // #cut for "write" mode, where the cut need not be synced either.
-  #cutSync (data) {
+  #cutSync () {
     try {
       ftruncateSync(this.#handle.fd, this.#size)
-      this.#allocated = this.#size
     } catch (err) {
-      this.#cutFailed(data, err)
+      this.logger?.error({ err }, 'cannot cut off a journal batch written in part')
+      this.#torn = true
     }
   }
 
-  #cutFailed (data, err) {
-    this.logger?.error({ err }, 'cannot cut off a journal batch written in part')
-    this.#size += data.length
-    this.#torn = true
-  }
-
-  // Rewrites the journal with one line per live job, after the write in flight and before the next
-  // batch (waiting for the write loop to end could take for ever while puts keep coming); the puts
-  // that come meanwhile wait for the new journal. Rejects if the rewrite fails.
-  compact () {
-    this.#compactAsked ??= Promise.withResolvers()
-    const { promise } = this.#compactAsked
-    this.#flushing ??= this.#flush()
-    return promise
+  // Rewrites the journal with one line per live job, after the writes in flight; the puts that come
+  // meanwhile wait for the new journal.
+  async compact () {
+    while (this.#flushing) await this.#flushing
+    let done
+    this.#flushing = new Promise((resolve) => { done = resolve })
+    try {
+      await this.#rewrite()
+    } finally {
+      this.#flushing = null
+      done()
+      if (this.#pending.length) this.#flushing = this.#flush()
+    }
   }
 
   // The rewrite: temp file, fsync, rename, fsync the directory. Each job's last line is copied from
@@ -404,20 +350,9 @@ class JobStore {
         }
       }
       if (used) await flush()
-      let ahead = GROW // the zeros ahead (see the top of this file); without them if they do not fit
-      try {
-        await writeAll(out, [Buffer.alloc(GROW)], at)
-      } catch (err) {
-        this.logger?.warn({ err }, 'cannot write zeros ahead in the journal; appending to it')
-        await out.truncate(at)
-        ahead = 0
-      }
       await out.sync()
       await out.close()
       await fs.rename(tmp, this.file)
-      this.#size = at
-      this.#allocated = at + ahead
-      this.#torn = false
       // The lines are now where the new journal has them; a job put or removed meanwhile keeps
       // what it has (its newer record, written to the new journal next; or nothing).
       const touched = this.#touched
@@ -435,6 +370,8 @@ class JobStore {
     // O_DSYNC ("fsync" mode): each batch is one write that returns when it is on disk (one
     // thread-pool hop, not two).
     this.#handle = await fs.open(this.file, this.flags, 0o640)
+    this.#size = (await this.#handle.stat()).size
+    this.#torn = false
     this.#linesSinceCompact = 0
     await syncDir(this.dir)
   }
@@ -463,10 +400,10 @@ export async function syncDir (dir) {
   }
 }
 
-// Every byte or an error, as writeAll, on this thread, at `position`.
-function writeAllSync (fd, data, position) {
+// Every byte or an error, as writeAll, on this thread.
+function writeAllSync (fd, data) {
   for (let done = 0; done < data.length;) {
-    const n = writeSync(fd, data, done, data.length - done, position + done)
+    const n = writeSync(fd, data, done)
     if (n <= 0) throw Object.assign(new Error('a file write made no progress'), { code: 'EIO' })
     done += n
   }

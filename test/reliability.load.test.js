@@ -22,7 +22,7 @@ import { startHttpd } from './harness/httpd.js'
 import { startTcpProxy } from './harness/tcp-proxy.js'
 import { tempDir, waitFor } from './helpers/sidecar.js'
 import { connectInspector } from './helpers/inspector.js'
-import { makeFile, journalEntries } from './helpers/files.js'
+import { makeFile } from './helpers/files.js'
 import {
   MiB, PRODUCTION_FLAGS, spawnDaemon, runPhp, procMemory, procCpuSeconds, memorySampler, sha256File, percentile, walkFiles, webhdfs, TEMP_NAME
 } from './reliability/daemon.js'
@@ -163,8 +163,8 @@ describe('load', () => {
     // The journal holds them all: after kill -9 the restart replays and compacts it to one line per job.
     await d.kill('SIGKILL')
     const again = await start(config, stateDir)
-    const lines = await journalEntries(path.join(stateDir, 'jobs', 'jobs.journal'))
-    const journaled = new Map(lines.map((e) => [e.job.id, e.job.state]))
+    const lines = (await fs.readFile(path.join(stateDir, 'jobs', 'jobs.journal'), 'utf8')).split('\n').filter(Boolean)
+    const journaled = new Map(lines.map((l) => JSON.parse(l)).map((e) => [e.job.id, e.job.state]))
     expect(journaled.size).toBe(BURST)
     expect(burst.ids.filter((id) => journaled.get(id) !== 'succeeded')).toEqual([])
     expect(await statesOf(again.call, burst.ids.filter((_, i) => i % 100 === 0))).toEqual({ succeeded: BURST / 100 })

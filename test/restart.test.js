@@ -7,7 +7,7 @@ import { request } from 'undici'
 import { startHdfs } from './harness/hdfs.js'
 import { startFaultServer } from './harness/faults.js'
 import { spawnSidecar, client, tempDir, waitFor } from './helpers/sidecar.js'
-import { makeFile, sha256File, patternStream, journalEntries } from './helpers/files.js'
+import { makeFile, sha256File, patternStream } from './helpers/files.js'
 import { createHash } from 'node:crypto'
 import { freePort } from './helpers/ports.js'
 
@@ -136,7 +136,8 @@ describe('graceful shutdown', () => {
     const { code } = await proc.kill('SIGTERM')
     expect(code).toBe(0)
     expect(Date.now() - t0).toBeLessThan(5000)
-    const last = (await journalEntries(path.join(stateDir, 'jobs', 'jobs.journal'))).filter((e) => e.job?.id === json.id).pop()
+    const journal = await fs.readFile(path.join(stateDir, 'jobs', 'jobs.journal'), 'utf8')
+    const last = journal.trim().split('\n').map((l) => JSON.parse(l)).filter((e) => e.job?.id === json.id).pop()
     expect(last.job.state).toBe('queued')
     await start()
     expect((await api.job(json.id, 60)).json.state).toBe('succeeded')

@@ -9,8 +9,7 @@
 // The sidecar's variants run once per journal mode (issue #18), each mode on a fresh daemon. Beside
 // them, from the same run: redis-lpush (the anchor: php-redis LPUSH of the same job body to a
 // redis-server with appendfsync everysec) and fdatasync (the floor of "fsync" mode: a bare
-// write + fdatasync of a journal-sized line, on the file system of the daemon's state directory,
-// written as the journal writes it: over zeros written ahead).
+// write + fdatasync of a journal-sized line, on the file system of the daemon's state directory).
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { existsSync, openSync, writeSync, fdatasyncSync, closeSync } from 'node:fs'
@@ -25,7 +24,7 @@ const EXEC_WAIT_MS = 300_000
 const EST_CALL_S = { 'acked-unix': 0.004, 'acked-tcp': 0.004, 'acked-http-unix': 0.004, 'noack-unix': 0.002, 'exec-curl': 0.015, direct: 0.0015, 'redis-lpush': 0.0002, fdatasync: 0.0005 }
 const PACE_US = 5000
 const REDIS_KEY = 'sidecar-bench-jobs'
-// A journal line of a small upload, about as long as the daemon's (the floor's write).
+// A journal line of a small upload, about as long as the daemon's (the floor's appended write).
 const JOURNAL_LINE = Buffer.from(JSON.stringify({ op: 'put', job: { id: '0'.repeat(32), direction: 'upload', target: 'files', local: '/tmp/sidecar-bench-XXXXXX/files/handoff.bin', remote: '/handoff-acked-unix-1234.bin', overwrite: false, state: 'queued', attempts: 0, createdAt: new Date(0).toISOString(), error: null } }) + '\n')
 export const JOURNAL_LINE_BYTES = JOURNAL_LINE.length
 const paced = (variant) => variant.endsWith('-paced')
@@ -51,30 +50,19 @@ function percentiles (us) {
   }
 }
 
-// The floor of "fsync" mode: pwrite(2) of a journal-sized line after the last, over zeros
-// written ahead as the journal does (src/store.js: 1 MiB, more once fewer than 256 KiB are left,
-// outside the timing here), then fdatasync(2), both called directly (fs.writeSync,
-// fs.fdatasyncSync: no thread pool) from this Node process, in `dir` (the file system of the
-// daemon's state directory).
+// The floor of "fsync" mode: write(2) of a journal-sized line to a file opened O_APPEND, then
+// fdatasync(2), both called directly (fs.writeSync, fs.fdatasyncSync: no thread pool) from this
+// Node process, in `dir` (the file system of the daemon's state directory).
 async function fdatasyncFloor (dir, count, pauseUs) {
   const file = path.join(dir, 'fdatasync-floor.journal')
-  const fd = openSync(file, 'w')
-  const ahead = 1024 * 1024
-  let allocated = 0
-  let at = 0
+  const fd = openSync(file, 'a')
   const times = []
   const cpu0 = process.cpuUsage()
   const started = performance.now()
   try {
     for (let i = 0; i < count; i++) {
-      if (allocated - at < ahead / 4) {
-        writeSync(fd, Buffer.alloc(ahead), 0, ahead, allocated)
-        fdatasyncSync(fd)
-        allocated += ahead
-      }
       const t0 = process.hrtime.bigint()
-      writeSync(fd, JOURNAL_LINE, 0, JOURNAL_LINE.length, at)
-      at += JOURNAL_LINE.length
+      writeSync(fd, JOURNAL_LINE)
       fdatasyncSync(fd)
       times.push(Number(process.hrtime.bigint() - t0) / 1e3)
       if (pauseUs) await sleep(pauseUs / 1000)

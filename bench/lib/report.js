@@ -381,9 +381,9 @@ function method (params) {
   job body \`Client::upload()\` sends, to a private redis-server (\`appendonly yes\`, \`appendfsync everysec\`, loopback
   TCP, its files in the run's temporary directory); lost = pushed but not in the list (LLEN) afterwards; its
   "all CPU" is PHP's plus redis-server's (no upload runs). fdatasync: the floor of "fsync" mode, measured from
-  Node: \`fs.writeSync\` of a ${JOURNAL_LINE_BYTES}-byte line (a journal record's size) after the last one, over zeros written
-  ahead as the journal does (no metadata to commit), then \`fs.fdatasyncSync\` (both direct system calls, no thread
-  pool), on the file system of the daemon's state directory; its "all CPU" is the bench process's.`],
+  Node: \`fs.writeSync\` of a ${JOURNAL_LINE_BYTES}-byte line (a journal record's size) to a file opened O_APPEND, then
+  \`fs.fdatasyncSync\` (both direct system calls, no thread pool), on the file system of the daemon's state
+  directory; its "all CPU" is the bench process's.`],
     [ran('burst'), `- Burst (issue #18, 4): ${p.burstClients} php processes (bench/php/burst.php) each hand off a share of ${p.burstJobs} uploads of
   one 4 KiB file to a \`file\` target, back to back over the unix socket, one kept-alive Client each (protocol ${protocol}); they
   start together (each creates a ready file once its client exists, then polls for a go file every 100 µs).

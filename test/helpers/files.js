@@ -38,8 +38,3 @@ export async function sha256File (file) {
 export async function exists (p) {
   return fs.lstat(p).then(() => true, () => false)
 }
-
-// The entries of a job journal (store.js): JSON lines, then the zeros written ahead of them.
-export async function journalEntries (file) {
-  return (await fs.readFile(file, 'utf8')).split(/[\n\0]+/).filter(Boolean).map((l) => JSON.parse(l))
-}

@@ -60,6 +60,7 @@ class JobStore {
   #syncTimer = null // "write" mode: the background fdatasync to come
   #replayed // the records found at open, for loaded()
   #touched = null // while a compaction runs: the jobs put or removed meanwhile
+  #compactAsked = null // compact() was called: { promise, resolve, reject } of the rewrite to come
 
   constructor ({ dir, file, records, logger, compactMinLines, sync, syncIntervalMs }) {
     this.dir = dir
@@ -200,8 +201,14 @@ class JobStore {
 
   async #flush () {
     try {
-      while (this.#pending.length || this.#compactDue()) {
-        if (this.#compactDue()) await this.#compactNow()
+      while (this.#pending.length || this.#compactDue() || this.#compactAsked) {
+        if (this.#compactAsked) {
+          const asked = this.#compactAsked
+          this.#compactAsked = null
+          await this.#rewrite().then(asked.resolve, asked.reject)
+        } else if (this.#compactDue()) {
+          await this.#compactNow()
+        }
         if (!this.#pending.length) continue
         const batch = this.#pending
         this.#pending = []
@@ -261,19 +268,14 @@ class JobStore {
     }
   }
 
-  // Rewrites the journal with one line per live job, after the writes in flight; the puts that come
-  // meanwhile wait for the new journal.
-  async compact () {
-    while (this.#flushing) await this.#flushing
-    let done
-    this.#flushing = new Promise((resolve) => { done = resolve })
-    try {
-      await this.#rewrite()
-    } finally {
-      this.#flushing = null
-      done()
-      if (this.#pending.length) this.#flushing = this.#flush()
-    }
+  // Rewrites the journal with one line per live job, after the write in flight and before the next
+  // batch (waiting for the write loop to end could take for ever while puts keep coming); the puts
+  // that come meanwhile wait for the new journal. Rejects if the rewrite fails.
+  compact () {
+    this.#compactAsked ??= Promise.withResolvers()
+    const { promise } = this.#compactAsked
+    this.#flushing ??= this.#flush()
+    return promise
   }
 
   // The rewrite: temp file, fsync, rename, fsync the directory. Each job's last line is copied from

@@ -147,6 +147,33 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
       expect(store.loaded().filter((j) => j.id === 'late')).toEqual([{ id: 'late', state: 'queued' }])
     })
 
+    // compact() used to wait for the write loop to end, which in "fsync" mode it never does while
+    // puts keep coming faster than one synced write.
+    it('compact() runs while puts keep coming, and the journal keeps every job\'s last record', async () => {
+      const dir = await tempDir('store-')
+      store = await openJobStore({ dir, sync })
+      const run = { stop: false }
+      const puts = []
+      const last = new Map()
+      const stream = (async () => {
+        for (let i = 0; !run.stop; i++) {
+          const record = { id: `s${i % 50}`, state: `n${i}` }
+          last.set(record.id, record)
+          puts.push(store.put(record))
+          await new Promise((resolve) => setImmediate(resolve))
+        }
+      })()
+      await sleep(20) // the write loop is busy
+      const outcome = await Promise.race([store.compact().then(() => 'compacted'), sleep(3000).then(() => 'stuck')])
+      run.stop = true
+      await stream
+      await Promise.all(puts)
+      expect(outcome).toBe('compacted')
+      await store.close()
+      store = await openJobStore({ dir, sync })
+      expect(new Map(store.loaded().map((j) => [j.id, j]))).toEqual(last)
+    })
+
     it('a record put while a compaction copies the journal is the one the next compaction keeps', async () => {
       const dir = await tempDir('store-')
       store = await openJobStore({ dir, sync })

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // What one small job costs the daemon, by thread: N uploads of a small file handed off over the
-// line protocol (W in flight, as PHP clients would keep them), to a real httpd (`--target http`,
+// line protocol (W in flight, as PHP clients would keep them; --connect-each: a connection per
+// job, W at once, as PHP pages without `persistent`), to a real httpd (`--target http`,
 // atomicPut) or a `file` target, timed until the daemon has no job left unfinished. Per job: the
 // daemon's CPU (whole, main thread, its kernel share, the other threads by name), its GC pauses
 // (the daemon's own nodejs_gc_duration_seconds, which moves far less from run to run than CPU
@@ -11,7 +12,7 @@
 //   node bench/job-cpu.js [--jobs 2000] [--rounds 2] [--window 16] [--sync write|fsync]
 //                         [--target http|file] [--size 4096] [--keep-finished 1000] [--httpd-dir DIR]
 //                         [--log-level warn] [--node-flag FLAG ...]
-//                         [--cpu-prof DIR [--cpu-prof-interval US]]
+//                         [--connect-each] [--cpu-prof DIR [--cpu-prof-interval US]]
 // --node-flag adds a node/V8 flag to the production ones, to try one against them.
 // --httpd-dir puts httpd's files elsewhere (e.g. a tmpfs), as a remote server's would be: on one
 // disk, a journal sync in "fsync" mode also commits what httpd wrote since the last one.
@@ -20,7 +21,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { startSidecar } from './lib/sidecar.js'
-import { handOffLines } from './lib/line-client.js'
+import { handOffEach, handOffLines } from './lib/line-client.js'
 import { statusKiB, threadCpuDelta, threadCpuSeconds } from './lib/procfs.js'
 import { median } from './lib/stats.js'
 import { startHttpd } from '../test/harness/httpd.js'
@@ -38,6 +39,7 @@ const { values: o } = parseArgs({
     'keep-finished': { type: 'string', default: '1000' },
     'log-level': { type: 'string', default: 'warn' },
     'node-flag': { type: 'string', multiple: true, default: [] },
+    'connect-each': { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
     'cpu-prof-interval': { type: 'string' }
   }
@@ -65,9 +67,10 @@ const daemon = await startSidecar({
   extra: { journal: { sync: o.sync }, queue: { keepFinished: Number(o['keep-finished']) }, logLevel: o['log-level'] }
 })
 
-// N jobs over one connection, W unanswered at most; resolves with each one's ack time (µs).
+// N jobs over one connection, W unanswered at most (--connect-each: a connection per job, W at
+// once); resolves with each one's ack time (µs).
 let lastId = null
-const handOff = (round) => handOffLines(daemon.socketPath, {
+const handOff = (round) => (o['connect-each'] ? handOffEach : handOffLines)(daemon.socketPath, {
   count: N,
   window: W,
   job: (i) => ({ direction: 'upload', target: 't', local: paths[i], remote: `/job-cpu/r${round}/f${i}`, overwrite: true }),
@@ -94,6 +97,7 @@ try {
       round: round === 0 ? 'warm-up' : round,
       jobs: N,
       window: W,
+      connectEach: o['connect-each'],
       sync: o.sync,
       target: o.target,
       jobsPerSecond: Math.round(N / seconds),

@@ -37,3 +37,30 @@ export async function handOffLines (socketPath, { count, window, job, onAnswer }
   if (failure) throw failure
   return acks
 }
+
+// As handOffLines, but each job on a connection of its own (opened, one line, its answer, closed),
+// as a PHP page without the client's `persistent` option hands off; `window` connections at once.
+export async function handOffEach (socketPath, { count, window, job, onAnswer }) {
+  const acks = []
+  let next = 0
+  const one = (i) => new Promise((resolve, reject) => {
+    const t0 = process.hrtime.bigint()
+    const socket = net.connect(socketPath)
+    let buffered = ''
+    socket.setEncoding('utf8').on('error', reject).on('data', (chunk) => {
+      buffered += chunk
+      const k = buffered.indexOf('\n')
+      if (k < 0) return
+      const answer = JSON.parse(buffered.slice(0, k))
+      socket.end()
+      if (answer.status !== 202) return reject(new Error(`hand-off answered ${JSON.stringify(answer)}`))
+      onAnswer?.(answer)
+      acks.push(Number(process.hrtime.bigint() - t0) / 1000)
+      resolve()
+    })
+    socket.write(JSON.stringify(job(i)) + '\n')
+  })
+  const lane = async () => { while (next < count) await one(next++) }
+  await Promise.all(Array.from({ length: Math.min(window, count) }, lane))
+  return acks
+}

@@ -47,6 +47,7 @@ export async function handOffEach (socketPath, { count, window, job, onAnswer })
     const t0 = process.hrtime.bigint()
     const socket = net.connect(socketPath)
     let buffered = ''
+    socket.once('close', () => reject(new Error('the daemon closed the connection before its answer')))
     socket.setEncoding('utf8').on('error', reject).on('data', (chunk) => {
       buffered += chunk
       const k = buffered.indexOf('\n')

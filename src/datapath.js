@@ -232,32 +232,23 @@ export function sendSmallFile (fd, sink, { pool, size, signal }) {
   // one after it has finished (a request reset after its body was sent) is the answer's to report.
   // Without a listener either would be an uncaught 'error' event, which ends the process.
   sink.on('error', () => {})
-  if (signal?.aborted) {
-    const err = abortError(signal)
-    sink.destroy(err)
-    return Promise.reject(err)
-  }
-  const buf = pool.acquire()
-  if (!buf || buf.length <= size) {
+  let buf = null
+  // Nothing sent: the buffer back to the pool, the sink destroyed.
+  const fail = (err) => {
     if (buf) pool.release(buf)
-    const err = new RangeError(`a file of ${size} bytes does not fit one buffer of the pool`)
     sink.destroy(err)
     return Promise.reject(err)
   }
+  if (signal?.aborted) return fail(abortError(signal))
+  buf = pool.acquire()
+  if (!buf || buf.length <= size) return fail(new RangeError(`a file of ${size} bytes does not fit one buffer of the pool`))
   let n
   try {
     n = fs.readSync(fd, buf, 0, size + 1, 0)
   } catch (err) {
-    pool.release(buf)
-    sink.destroy(err)
-    return Promise.reject(err)
+    return fail(err)
   }
-  if (n !== size) {
-    pool.release(buf)
-    const err = sourceChanged(n, size)
-    sink.destroy(err)
-    return Promise.reject(err)
-  }
+  if (n !== size) return fail(sourceChanged(n, size))
   return new Promise((resolve, reject) => {
     const abort = () => sink.destroy(abortError(signal))
     signal?.addEventListener('abort', abort, { once: true })

@@ -16,7 +16,7 @@ export const COMPETITORS = {
 const ALL_COMPETITORS = [...new Set(Object.values(COMPETITORS).flat())]
 // The PHP client's hand-off protocol in the burst, reuse and web sections (the hand-off section runs both).
 export const PROTOCOLS = ['lines', 'http']
-export const HANDOFF_VARIANTS = ['acked-unix', 'acked-tcp', 'acked-http-unix', 'noack-unix', 'exec-curl', 'direct', 'redis-lpush', 'fdatasync',
+export const HANDOFF_VARIANTS = ['acked-unix', 'acked-tcp', 'acked-http-unix', 'noack-unix', 'exec-curl', 'direct', 'redis-lpush', 'fdatasync', 'fdatasync-loaded',
   'acked-unix-paced', 'acked-tcp-paced', 'acked-http-unix-paced', 'direct-paced', 'redis-lpush-paced', 'fdatasync-paced']
 
 // The published study's matrix: 10–100 MiB step 10, 100–300 step 50, 500/1000/1500.

@@ -9,19 +9,22 @@
 // The sidecar's variants run once per journal mode (issue #18), each mode on a fresh daemon. Beside
 // them, from the same run: redis-lpush (the anchor: php-redis LPUSH of the same job body to a
 // redis-server with appendfsync everysec) and fdatasync (the floor of "fsync" mode: a bare
-// write + fdatasync of a journal-sized line, on the file system of the daemon's state directory).
+// write + fdatasync of a journal-sized line, on the file system of the daemon's state directory;
+// fdatasync-loaded: the same back to back while php-curl PUTs the same 4 KiB file to httpd back to
+// back, i.e. with the disk writes the daemon's own jobs bring during its back-to-back variants).
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { existsSync, openSync, writeSync, fdatasyncSync, closeSync } from 'node:fs'
 import { randomFillSync } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { Worker } from 'node:worker_threads'
 import { runPhp } from './php.js'
 import { cpuSeconds } from './procfs.js'
 
 const FILE_BYTES = 4096
 const SIDECAR_VARIANTS = ['acked-unix', 'acked-tcp', 'acked-http-unix', 'noack-unix']
 const EXEC_WAIT_MS = 300_000
-const EST_CALL_S = { 'acked-unix': 0.004, 'acked-tcp': 0.004, 'acked-http-unix': 0.004, 'noack-unix': 0.002, 'exec-curl': 0.015, direct: 0.0015, 'redis-lpush': 0.0002, fdatasync: 0.0005 }
+const EST_CALL_S = { 'acked-unix': 0.004, 'acked-tcp': 0.004, 'acked-http-unix': 0.004, 'noack-unix': 0.002, 'exec-curl': 0.015, direct: 0.0015, 'redis-lpush': 0.0002, fdatasync: 0.0005, 'fdatasync-loaded': 0.0015 }
 const PACE_US = 5000
 const REDIS_KEY = 'sidecar-bench-jobs'
 // A journal line of a small upload, about as long as the daemon's (the floor's appended write).
@@ -74,6 +77,46 @@ async function fdatasyncFloor (dir, count, pauseUs) {
   const seconds = (performance.now() - started) / 1000
   const cpu = process.cpuUsage(cpu0)
   return { ...percentiles(times), seconds, callsPerSecond: count / seconds, handedOffPerSecond: count / seconds, errors: 0, firstErrors: [], cpuS: (cpu.user + cpu.system) / 1e6, childrenCpuS: 0, ids: [] }
+}
+
+// The loop of fdatasyncFloor in a thread of its own, back to back until told to stop, so that
+// this process can run a PHP load beside it: resolves to the times in µs.
+const SYNC_LOOP = `
+const { workerData: { file, line, stop }, parentPort } = require('node:worker_threads')
+const { openSync, writeSync, fdatasyncSync, closeSync, rmSync } = require('node:fs')
+const flag = new Int32Array(stop)
+const fd = openSync(file, 'a')
+const times = []
+while (Atomics.load(flag, 0) === 0) {
+  const t0 = process.hrtime.bigint()
+  writeSync(fd, line)
+  fdatasyncSync(fd)
+  times.push(Number(process.hrtime.bigint() - t0) / 1e3)
+}
+closeSync(fd)
+rmSync(file, { force: true })
+parentPort.postMessage(times)
+`
+
+// fdatasync-loaded: the floor of "fsync" mode back to back while php-curl uploads the same 4 KiB
+// file to httpd back to back (the direct variant), on a machine whose one disk holds both the
+// journal and httpd's files: each fdatasync then also commits what httpd wrote since the last.
+async function loadedFdatasyncFloor ({ dir, php }) {
+  const stop = new SharedArrayBuffer(4)
+  const worker = new Worker(SYNC_LOOP, { eval: true, workerData: { file: path.join(dir, 'fdatasync-loaded.journal'), line: JOURNAL_LINE, stop } })
+  const timesP = new Promise((resolve, reject) => { worker.once('message', resolve); worker.once('error', reject) })
+  const cpu0 = process.cpuUsage()
+  const started = performance.now()
+  let load
+  try {
+    load = await runPhp('handoff.php', php)
+  } finally {
+    Atomics.store(new Int32Array(stop), 0, 1)
+  }
+  const times = await timesP
+  const seconds = (performance.now() - started) / 1000
+  const cpu = process.cpuUsage(cpu0)
+  return { ...percentiles(times), seconds, callsPerSecond: times.length / seconds, handedOffPerSecond: times.length / seconds, syncs: times.length, loadCallsPerSecond: load.callsPerSecond, errors: 0, firstErrors: [], cpuS: (cpu.user + cpu.system) / 1e6, childrenCpuS: 0, ids: [] }
 }
 
 // Looks every id up once the daemon is idle: unknown → lost, not succeeded → failed.
@@ -166,22 +209,25 @@ async function runVariant ({ env, opts, progress, variant, mode, daemon, redis, 
   await fs.mkdir(timesDir, { recursive: true })
   const cpuPid = sidecar ? daemon.pid : base === 'redis-lpush' ? redis.pid : null
   const cpu0 = cpuPid ? cpuSeconds(cpuPid) : 0
+  const php = {
+    variant: base === 'fdatasync-loaded' ? 'direct' : base,
+    count: calls,
+    pauseUs,
+    file,
+    socket: daemon?.socketPath,
+    port: daemon?.port,
+    sidecarTarget: http.sidecarName,
+    remotePrefix: prefix, // flat names: the uploads need no new collection
+    url: http.uploadUrl,
+    redisPort: redis?.port,
+    redisKey: REDIS_KEY,
+    timesDir
+  }
   const r = base === 'fdatasync'
     ? await fdatasyncFloor(env.workDir, calls, pauseUs)
-    : await runPhp('handoff.php', {
-      variant: base,
-      count: calls,
-      pauseUs,
-      file,
-      socket: daemon?.socketPath,
-      port: daemon?.port,
-      sidecarTarget: http.sidecarName,
-      remotePrefix: prefix, // flat names: the uploads need no new collection
-      url: http.uploadUrl,
-      redisPort: redis?.port,
-      redisKey: REDIS_KEY,
-      timesDir
-    })
+    : base === 'fdatasync-loaded'
+      ? await loadedFdatasyncFloor({ dir: env.workDir, php })
+      : await runPhp('handoff.php', php)
   const daemonBurstCpuS = cpuPid ? cpuSeconds(cpuPid) - cpu0 : 0
   let lost = 0
   let failed = 0
@@ -199,12 +245,12 @@ async function runVariant ({ env, opts, progress, variant, mode, daemon, redis, 
   } else if (base === 'redis-lpush') {
     daemonCpuS = daemonBurstCpuS // redis-server's: it only stores the job, no upload runs
     lost = calls - r.errors - r.queued
-  } else if (base !== 'fdatasync') {
+  } else if (!base.startsWith('fdatasync')) {
     if (base === 'exec-curl') ({ cpuS: backgroundCpuS } = await backgroundCurlCpu(timesDir, calls - r.errors))
     const arrived = await countArrived(http.localPath(''), prefix, calls)
     lost = calls - r.errors - arrived
   }
-  if (sidecar || base === 'direct' || base === 'exec-curl') {
+  if (sidecar || base === 'direct' || base === 'exec-curl' || base === 'fdatasync-loaded') {
     for (let i = 0; i < calls; i++) await http.remove(`${prefix}-${i}.bin`)
   }
   const perCallUs = (s) => s * 1e6 / calls
@@ -225,7 +271,9 @@ async function runVariant ({ env, opts, progress, variant, mode, daemon, redis, 
     lost,
     failed,
     failures,
-    phpCpuUsPerCall: base === 'fdatasync' ? null : perCallUs(r.cpuS + r.childrenCpuS),
+    phpCpuUsPerCall: base.startsWith('fdatasync') ? null : perCallUs(r.cpuS + r.childrenCpuS),
+    syncs: r.syncs ?? null, // fdatasync-loaded: the syncs timed while php-curl ran
+    loadCallsPerSecond: r.loadCallsPerSecond ?? null, // … and php-curl's uploads per second meanwhile
     daemonBurstCpuUsPerCall: perCallUs(daemonBurstCpuS),
     // Everything one upload cost this machine's client side, transfer included: PHP's (and the
     // shells' it waited for, failed calls included), the daemon's (until its queue was empty),

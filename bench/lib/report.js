@@ -232,7 +232,8 @@ export function handoffGoals (results) {
       out.push({
         goal: `acked hand-off back to back, median ≤ 2 × the paced median ("${mode}" mode, unix socket)`,
         met: known(b2b?.medianUs, paced?.medianUs) ? b2b.medianUs <= 2 * paced.medianUs : null,
-        detail: `${us(b2b)} back to back, ${us(paced)} paced (TCP ${us(at('acked-tcp', mode))}, ${us(at('acked-tcp-paced', mode))}; over HTTP ${us(at('acked-http-unix', mode))}, ${us(at('acked-http-unix-paced', mode))})`
+        detail: `${us(b2b)} back to back, ${us(paced)} paced (TCP ${us(at('acked-tcp', mode))}, ${us(at('acked-tcp-paced', mode))}; over HTTP ${us(at('acked-http-unix', mode))}, ${us(at('acked-http-unix-paced', mode))})` +
+          (mode === 'fsync' && at('fdatasync-loaded') ? `; bare fdatasync back to back ${us(at('fdatasync'))} alone, ${us(at('fdatasync-loaded'))} while php-curl PUTs to httpd on the same disk` : '')
       })
     }
     const b2bWrite = at('acked-unix', 'write')
@@ -383,7 +384,9 @@ function method (params) {
   "all CPU" is PHP's plus redis-server's (no upload runs). fdatasync: the floor of "fsync" mode, measured from
   Node: \`fs.writeSync\` of a ${JOURNAL_LINE_BYTES}-byte line (a journal record's size) to a file opened O_APPEND, then
   \`fs.fdatasyncSync\` (both direct system calls, no thread pool), on the file system of the daemon's state
-  directory; its "all CPU" is the bench process's.`],
+  directory; its "all CPU" is the bench process's. fdatasync-loaded: the same loop back to back in a thread of the bench
+  process while php-curl PUTs the 4 KiB file to httpd back to back (the direct variant's load, what the daemon's jobs
+  bring during its back-to-back variants): httpd's files are on the same disk, and each fdatasync commits them too.`],
     [ran('burst'), `- Burst (issue #18, 4): ${p.burstClients} php processes (bench/php/burst.php) each hand off a share of ${p.burstJobs} uploads of
   one 4 KiB file to a \`file\` target, back to back over the unix socket, one kept-alive Client each (protocol ${protocol}); they
   start together (each creates a ready file once its client exists, then polls for a go file every 100 µs).

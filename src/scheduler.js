@@ -15,19 +15,41 @@ const TRANSFER = { upload, download }
 // `resumedFrom`.
 const movedThisAttempt = (job, bytes) => Math.max(0, bytes - (job.direction === 'download' ? job.resumedFrom ?? 0 : 0))
 
-// A FIFO with O(1) shift, for queues of tens of thousands of jobs.
-class Fifo {
+// The jobs waiting for a slot of one target, oldest first: O(1) to add and to take the oldest
+// (for queues of tens of thousands of jobs). A job cancelled while it waits is dropped from the
+// count at once, and from memory once the dropped ones are half of what is held.
+class JobQueue {
   #items = []
   #head = 0
-  get length () { return this.#items.length - this.#head }
-  push (item) { this.#items.push(item) }
+  #ids = new Set() // of the jobs waiting
+  get length () { return this.#ids.size }
+
+  push (job) {
+    if (this.#ids.has(job.id)) return
+    this.#ids.add(job.id)
+    this.#items.push(job)
+  }
+
   shift () {
-    const item = this.#items[this.#head++]
-    if (this.#head > 1024 && this.#head * 2 > this.#items.length) {
-      this.#items = this.#items.slice(this.#head)
+    while (this.#head < this.#items.length) {
+      const job = this.#items[this.#head]
+      this.#items[this.#head++] = undefined
+      if (this.#head > 1024 && this.#head * 2 > this.#items.length) {
+        this.#items = this.#items.slice(this.#head)
+        this.#head = 0
+      }
+      if (this.#ids.delete(job.id)) return job
+    }
+    return undefined
+  }
+
+  delete (id) {
+    if (!this.#ids.delete(id)) return
+    const held = this.#items.length - this.#head
+    if (held > 1024 && this.#ids.size * 2 < held) {
+      this.#items = this.#items.slice(this.#head).filter((job) => this.#ids.has(job.id))
       this.#head = 0
     }
-    return item
   }
 }
 
@@ -57,7 +79,7 @@ export class Scheduler {
     this.started = false // see start()
     this.queues = new Map()
     for (const [name, t] of Object.entries(config.targets)) {
-      this.queues.set(name, { queue: new Fifo(), running: 0, concurrency: t.concurrency })
+      this.queues.set(name, { queue: new JobQueue(), running: 0, concurrency: t.concurrency })
     }
   }
 
@@ -239,6 +261,7 @@ export class Scheduler {
     }
     clearTimeout(this.timers.get(id))
     this.timers.delete(id)
+    this.queues.get(job.target)?.queue.delete(id)
     const err = new CancelledError(job.attempts ? 'cancelled while waiting to retry' : 'cancelled before it started')
     // Waiting to retry, it ends after its last attempt: a transfer like one cancelled while running.
     if (job.attempts) this.metrics.transferDone(job, this.config.targets[job.target].type, 'cancelled', 0, err.code)

@@ -120,6 +120,32 @@ describe('scheduler races', () => {
     expect(scheduler.stats().unfinished).toBe(0)
   })
 
+  it('jobs cancelled while queued leave the queue at once: its count, and the order of the rest', async () => {
+    const a = await submit('a')
+    await started(1) // a holds the target's only slot
+    const first = await submit('first')
+    for (let i = 0; i < 3000; i++) {
+      const job = await submit(`c${i}`)
+      await tick() // in the queue
+      await scheduler.cancel(job.id)
+    }
+    const last = await submit('last')
+    await tick()
+    expect(scheduler.stats()).toMatchObject({ unfinished: 3, running: 1, queued: 2 })
+    ctl.runs[0].resolve({ bytes: 0, size: 0, sha256: 'x' })
+    await scheduler.waitForEnd(a.id, 1000)
+    await started(2)
+    expect(ctl.runs[1].job.id).toBe(first.id)
+    ctl.runs[1].resolve({ bytes: 0, size: 0, sha256: 'x' })
+    await scheduler.waitForEnd(first.id, 1000)
+    await started(3)
+    expect(ctl.runs[2].job.id).toBe(last.id)
+    ctl.runs[2].resolve({ bytes: 0, size: 0, sha256: 'x' })
+    await scheduler.waitForEnd(last.id, 1000)
+    expect(scheduler.stats()).toMatchObject({ unfinished: 0, queued: 0 })
+    expect(a.state).toBe('succeeded')
+  })
+
   it('a retryable failure during the shutdown grace leaves the job queued for the next start, not failed', async () => {
     const a = await submit('a')
     await started(1)

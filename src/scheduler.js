@@ -188,7 +188,10 @@ export class Scheduler {
   async #resubmitted (spec) {
     const existing = this.jobs.get(spec.id)
     if (!sameRequest(existing, spec)) throw new JobConflictError(`job ${spec.id} exists with a different request`)
-    await this.persisting.get(spec.id)
+    // The first submission's record is still being written: this one is accepted as that one is.
+    await this.persisting.get(spec.id)?.catch(() => {
+      throw new StoreUnavailableError('the job could not be written to disk; it was not accepted')
+    })
     return { job: existing, created: false, state: existing.state }
   }
 

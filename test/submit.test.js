@@ -29,3 +29,31 @@ describe('POST /v1/jobs', () => {
     expect((await raw(`GET ${sc.url}/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`)).status).toBe(200)
   })
 })
+
+describe('a journal write that fails', () => {
+  it('answers 503 STORE_UNAVAILABLE to the submission and to a resubmission of its id that waited on it', async () => {
+    const store = sc.scheduler.store
+    const put = store.put
+    const id = 'store-fails-0001'
+    store.put = (record, opts) => record.id === id
+      ? new Promise((resolve, reject) => setTimeout(() => reject(Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' })), 200))
+      : put.call(store, record, opts)
+    try {
+      const body = { id, direction: 'upload', target: 'local', local: path.join(root, 'up.txt'), remote: '/store-fails.txt' }
+      const [first, second] = await Promise.all([
+        sc.api.submit(body),
+        new Promise((resolve) => setTimeout(resolve, 50)).then(() => sc.api.submit(body))
+      ])
+      for (const answer of [first, second]) {
+        expect(answer.status).toBe(503)
+        expect(answer.json.error.code).toBe('STORE_UNAVAILABLE')
+      }
+      expect((await sc.api.job(id)).status).toBe(404)
+    } finally {
+      store.put = put
+    }
+    // Not taken, so not known: the same id is accepted once the disk is back.
+    const again = await sc.api.submit({ id, direction: 'upload', target: 'local', local: path.join(root, 'up.txt'), remote: '/store-fails.txt' })
+    expect(again.status).toBe(202)
+  })
+})

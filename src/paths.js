@@ -61,6 +61,7 @@ function realOrThrow (p) {
     // The caller's path, not our disk: 4xx like the other path errors (not 500 LOCAL_IO).
     if (err.code === 'ENAMETOOLONG') throw new InvalidPathError(`${p} has a name longer than the file system allows`)
     if (err.code === 'ELOOP') throw new PathNotAllowedError(`${p} does not resolve: too many levels of symbolic links`)
+    if (err.code === 'EACCES' || err.code === 'EPERM') throw new PathNotAllowedError(`${p}: the sidecar is not permitted to look it up (${err.code})`)
     throw new LocalIoError(`cannot resolve ${p} (${err.code})`)
   }
 }

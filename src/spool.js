@@ -72,8 +72,13 @@ export function createSpool ({ config, scheduler, logger, metrics }) {
     } catch (err) {
       if (err.code === 'ENOENT') return
       if (err.code === 'ELOOP') return reject(name, { code: 'INVALID_REQUEST', message: 'a symbolic link' })
+      if (err.code === 'EACCES' || err.code === 'EPERM') return reject(name, { code: 'INVALID_REQUEST', message: `the sidecar is not permitted to read it (${err.code})` })
       // Not err.message: JSON.parse quotes the content.
-      return reject(name, { code: 'INVALID_JSON', message: err.code === 'ERR_ENCODING_INVALID_ENCODED_DATA' ? 'the file is not valid UTF-8' : 'the file is not valid JSON' })
+      if (err instanceof SyntaxError) return reject(name, { code: 'INVALID_JSON', message: 'the file is not valid JSON' })
+      if (err.code === 'ERR_ENCODING_INVALID_ENCODED_DATA') return reject(name, { code: 'INVALID_JSON', message: 'the file is not valid UTF-8' })
+      // Ours, not the file's (out of descriptors, an I/O error): it stays for the next scan.
+      logger.warn({ file: name, err }, 'cannot read a spooled job; trying again at the next scan')
+      return
     }
     if (body?.id !== id) return reject(name, { code: 'INVALID_REQUEST', message: 'the file name must be <id>.json of the job it holds' })
     try {
@@ -82,8 +87,10 @@ export function createSpool ({ config, scheduler, logger, metrics }) {
       logger.info({ job: id, created }, 'spooled job ingested')
     } catch (err) {
       if (LATER.has(err.code)) return false // try again on the next scan
-      if (!err.statusCode || err.statusCode >= 500) throw err
-      return reject(name, { code: err.code, message: err.message })
+      if (err.statusCode >= 400 && err.statusCode < 500) return reject(name, { code: err.code, message: err.message })
+      // Ours, not the job's: it stays for the next scan, and the files after it go on.
+      logger.error({ file: name, err }, 'cannot ingest a spooled job; trying again at the next scan')
+      return
     }
     await fs.unlink(file)
     return true

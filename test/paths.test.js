@@ -23,6 +23,26 @@ describe('upload sources', () => {
     expect(await resolveSource(path.join(root, 'file'), [root])).toBe(path.join(await fs.realpath(root), 'file'))
   })
 
+  // The caller's path, not our disk: 403 like the other path errors, not 500 LOCAL_IO (a spooled
+  // job answered 500 there stayed in the spool for ever). Root may look up anything, so as root the
+  // check runs in a child process as nobody.
+  it('a source under a directory the daemon may not search is 403 PATH_NOT_ALLOWED', async () => {
+    const top = await tempDir('paths-locked-')
+    await fs.chmod(top, 0o755)
+    const root = path.join(top, 'root')
+    await fs.mkdir(path.join(root, 'locked'), { recursive: true })
+    await fs.writeFile(path.join(root, 'locked', 'x.txt'), 'x')
+    await fs.chmod(path.join(root, 'locked'), 0o000)
+    const check = `const { resolveSource } = await import(${JSON.stringify(new URL('../src/paths.js', import.meta.url).href)})
+      const err = await resolveSource(${JSON.stringify(path.join(root, 'locked', 'x.txt'))}, [${JSON.stringify(root)}]).then(() => null, (e) => e)
+      console.log(JSON.stringify({ code: err?.code, statusCode: err?.statusCode, message: err?.message }))`
+    const asNobody = process.getuid() === 0 ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'] : []
+    const [cmd, ...args] = [...asNobody, process.execPath, '--input-type=module', '-e', check]
+    const err = JSON.parse(execFileSync(cmd, args, { encoding: 'utf8' }))
+    expect(err).toMatchObject({ code: 'PATH_NOT_ALLOWED', statusCode: 403 })
+    expect(err.message).toMatch(/not permitted.*EACCES/)
+  })
+
   it('a download to a name over 255 bytes is refused at submit', async () => {
     const root = await tempDir('paths-root-')
     const err = await resolveDestination(path.join(root, 'n'.repeat(256)), [root]).then(() => null, (e) => e)

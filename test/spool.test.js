@@ -4,6 +4,7 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { startTestSidecar, tempDir, waitFor } from './helpers/sidecar.js'
+import { LocalIoError } from '../src/errors.js'
 
 let sc, root, spool, outside
 
@@ -69,5 +70,58 @@ describe('spool housekeeping', () => {
     for (const f of [stale, other]) await fs.utimes(f, twoHoursAgo, twoHoursAgo)
     await sc.spool.trigger()
     expect([await exists(stale), await exists(fresh), await exists(other)]).toEqual([false, true, true])
+  })
+})
+
+// What fails on our side (out of descriptors, a 5xx of the daemon) is not the spooled job's fault:
+// the file stays for the next scan, and the files after it are ingested meanwhile.
+describe('spool failures of the daemon', () => {
+  const job = (id) => JSON.stringify({ id, direction: 'upload', target: 'local', local: path.join(root, 'spooled.txt'), remote: `/spooled/${id}.txt` })
+  const known = async (id) => (await sc.api.job(id)).status === 200
+
+  it('a file it cannot open for now (EMFILE) is read again at the next scan, not rejected', async () => {
+    await fs.writeFile(path.join(root, 'spooled.txt'), 'spooled\n')
+    const id = 'spool-emfile-0001'
+    const open = fs.open
+    let failed = 0
+    fs.open = async (p, ...rest) => {
+      if (String(p).endsWith(`${id}.json`) && failed++ === 0) throw Object.assign(new Error('EMFILE: too many open files, open'), { code: 'EMFILE' })
+      return open.call(fs, p, ...rest)
+    }
+    try {
+      await fs.writeFile(path.join(spool, `${id}.json`), job(id))
+      await waitFor(() => known(id))
+    } finally {
+      fs.open = open
+    }
+    expect(failed).toBeGreaterThan(1)
+    expect(await exists(path.join(rejected(), `${id}.json`))).toBe(false)
+  })
+
+  it('a job the daemon answers with a 5xx stays in the spool, and the files after it are ingested', async () => {
+    await fs.writeFile(path.join(root, 'spooled.txt'), 'spooled\n')
+    const blocker = 'spool-blocker-0000'
+    const others = ['spool-after-0001', 'spool-after-0002', 'spool-after-0003']
+    const submit = sc.scheduler.submit
+    const readdir = fs.readdir
+    sc.scheduler.submit = function (body) {
+      if (body.id === blocker) return Promise.reject(new LocalIoError('cannot resolve it (EIO)'))
+      return submit.call(this, body)
+    }
+    // The blocker first, as a directory listing may well put it.
+    fs.readdir = async (...args) => {
+      const names = await readdir.apply(fs, args)
+      return String(args[0]) === spool ? [...names.filter((n) => n.startsWith(blocker)), ...names.filter((n) => !n.startsWith(blocker))] : names
+    }
+    try {
+      for (const id of [blocker, ...others]) await fs.writeFile(path.join(spool, `${id}.json`), job(id))
+      await waitFor(async () => (await Promise.all(others.map(known))).every(Boolean))
+      expect(await exists(path.join(spool, `${blocker}.json`))).toBe(true)
+      expect(await exists(path.join(rejected(), `${blocker}.json`))).toBe(false)
+    } finally {
+      sc.scheduler.submit = submit
+      fs.readdir = readdir
+    }
+    await waitFor(() => known(blocker)) // the next scan, once the daemon takes it
   })
 })

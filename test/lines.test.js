@@ -194,13 +194,29 @@ describe('line protocol', () => {
     const n = 20000
     const line = JSON.stringify(upload('x', { target: 'nope' })) + '\n'
     c.write(line.repeat(n))
-    await new Promise((resolve) => setTimeout(resolve, 1000))
+    await new Promise((resolve) => setTimeout(resolve, TIMEOUTS.idleMs / 2)) // under idleMs: not cut
     const taken = refused() - before
     expect(taken).toBeGreaterThan(0)
     expect(taken).toBeLessThan(n / 2) // the kernel's buffers hold a few thousand answers, not 20,000
     c.socket.resume()
     for (let i = 0; i < n; i++) expect((await c.next()).status).toBe(400)
     c.socket.end()
+  })
+
+  it('cuts a client that has not read its answers for idleMs', async () => {
+    const c = connect(sc.socket)
+    c.socket.pause() // answers stay unread, for longer than idleMs
+    const n = 20000
+    c.write((JSON.stringify(upload('x', { target: 'nope' })) + '\n').repeat(n))
+    await new Promise((resolve) => setTimeout(resolve, 3 * TIMEOUTS.idleMs))
+    c.socket.resume()
+    // Cut with unread lines of its own, the connection is reset (unix sockets drop the answers
+    // still unread too): far fewer answers than lines, then the end. Before, it was held open
+    // until the client read, then every line was answered.
+    const { lines } = await c.rest()
+    expect(lines.length).toBeLessThan(n / 2)
+    expect(lines.every((l) => l.status === 400)).toBe(true)
+    expect((await sc.api.call('GET', '/healthz')).status).toBe(200)
   })
 
   it('survives random lines and bytes: every answer a JSON error, the daemon still serving', async () => {

@@ -15,6 +15,7 @@ const NEWLINE = 0x0a
 export const LINE_IDLE_MS = 5000 // an idle connection is closed, as HTTP keep-alive ones are
 export const LINE_MS = 10000 // a line must be complete this long after its first byte arrived
 const READ_AHEAD = 64 // lines waiting for their answers before the connection is no longer read
+const READ_AHEAD_BYTES = 1 << 20 // … or bytes of them
 const DROP_LIMIT = 1 << 20 // bytes read and dropped after a refusal before the connection is cut
 
 // Whether a connection's first bytes are the line protocol's.
@@ -35,6 +36,7 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
     // (An index, not shift(): one 64 KiB read can hold 20,000 lines of "{}".)
     let lines = []
     let next = 0
+    let pendingBytes = 0 // of lines[next…]
     let busy = false
     let paused = false
     let ending = false
@@ -63,6 +65,7 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
         const piece = chunk.subarray(start, newline)
         start = newline + 1
         if (partialBytes + piece.length > MAX_BODY_BYTES) return refuse(tooLarge())
+        pendingBytes += partialBytes + piece.length
         if (partialBytes === 0) {
           lines.push(piece)
         } else {
@@ -80,13 +83,15 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
         partial.push(chunk.subarray(start))
         if (!paused) lineTimer ??= setTimeout(lineTooSlow, lineMs)
       }
-      if (lines.length - next >= READ_AHEAD && !paused) {
-        paused = true
-        socket.pause()
-        clearTimeout(lineTimer) // the time we do not read is not the client's
-        lineTimer = null
-      }
+      if ((lines.length - next >= READ_AHEAD || pendingBytes >= READ_AHEAD_BYTES) && !paused) pause()
       answer()
+    }
+
+    function pause () {
+      paused = true
+      socket.pause()
+      clearTimeout(lineTimer) // the time we do not read is not the client's
+      lineTimer = null
     }
 
     const lineTooSlow = () => refuse(new InvalidRequestError('the line was not received in time'))
@@ -123,10 +128,15 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
       busy = true
       while (next < lines.length && !socket.destroyed) {
         const line = lines[next++]
+        if (!(line instanceof Error)) pendingBytes -= line.length
         const reply = line instanceof Error ? failure(line) : await handle(line)
         if (socket.destroyed || socket.writableEnded) break
-        // A client that sends and does not read: its answers wait in the kernel, not here.
-        if (!socket.write(reply.text)) await drained(socket)
+        // A client that sends and does not read: its answers wait in the kernel, not here, and
+        // nothing more is read from it until it reads them; one that has not for idleMs is cut.
+        if (!socket.write(reply.text)) {
+          if (!paused) pause()
+          await drained(socket, idleMs)
+        }
         if (reply.close) {
           stopReading()
           next = lines.length // the lines after a refused token are not answered
@@ -134,6 +144,7 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
       }
       lines = []
       next = 0
+      pendingBytes = 0
       busy = false
       if (ending || closing) return socket.end()
       if (paused) {
@@ -197,13 +208,19 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
   }
 }
 
-function drained (socket) {
+// Resolves once the socket has drained or closed; not drained within `ms`, it is destroyed.
+function drained (socket, ms) {
   return new Promise((resolve) => {
     const done = () => {
+      clearTimeout(timer)
       socket.off('drain', done)
       socket.off('close', done)
       resolve()
     }
+    const timer = setTimeout(() => {
+      socket.destroy()
+      done()
+    }, ms)
     socket.on('drain', done)
     socket.on('close', done)
   })

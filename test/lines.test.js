@@ -219,6 +219,17 @@ describe('line protocol', () => {
     expect((await sc.api.call('GET', '/healthz')).status).toBe(200)
   })
 
+  it('closes an idle connection whose client neither reads nor closes its side', async () => {
+    const server = sc.servers.find((s) => s.listen.type === 'unix').server
+    const open = () => new Promise((resolve, reject) => server.getConnections((err, n) => err ? reject(err) : resolve(n)))
+    const c = connect(sc.socket)
+    c.socket.pause() // never reads: the daemon's end is not seen, and the client never ends its side
+    c.write(JSON.stringify(upload('x', { target: 'nope' })) + '\n')
+    await waitFor(async () => await open() >= 1)
+    await waitFor(async () => await open() === 0, { timeoutMs: 6 * TIMEOUTS.idleMs })
+    c.socket.destroy()
+  })
+
   it('survives random lines and bytes: every answer a JSON error, the daemon still serving', async () => {
     const rnd = crypto.createHash('sha256').update('lines-fuzz').digest()
     let seed = rnd.readUInt32LE(0)

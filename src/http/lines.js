@@ -53,8 +53,15 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
       clearTimeout(lineTimer)
     })
     socket.setTimeout(idleMs, () => {
-      if (socket.writableEnded) socket.destroy() // answered all, and the client keeps its side open
-      else if (connection.idle()) socket.end()
+      if (socket.writableEnded) {
+        socket.destroy() // answered all, and the client keeps its side open
+      } else if (connection.idle()) {
+        socket.end()
+        // A client that neither reads nor closes its side is cut idleMs later (node's idle timer
+        // does not fire again once the socket is ended).
+        const cut = setTimeout(() => socket.destroy(), idleMs)
+        socket.once('close', () => clearTimeout(cut))
+      }
     })
 
     function read (chunk) {

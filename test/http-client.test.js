@@ -1,12 +1,18 @@
 // The hand-written HTTP/1.1 client of download bodies (src/backends/http-get.js, pooledGet) against
 // what such clients most often get wrong, each case sent byte for byte by a raw TCP server: chunked
 // bodies (extensions, trailers, framing split anywhere), interim 1xx answers, bodies cut short, a
-// body delimited by the connection's close, a head split across reads, bytes after the body.
+// body delimited by the connection's close, a head split across reads, bytes after the body; and
+// what it holds while a server streams at it (chunked bodies, answers the caller does not stream).
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import net from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
+import path from 'node:path'
 import { pooledGet } from '../src/backends/http-get.js'
+import { createHttpBackend } from '../src/backends/http.js'
 import { BufferPool } from '../src/datapath.js'
+import { download } from '../src/transfer.js'
+import { newJob } from '../src/jobs.js'
+import { startTestSidecar, tempDir } from './helpers/sidecar.js'
 
 // path → the pieces the server writes, each after a pause (so that each is a read of its own), and
 // whether it then closes the connection.
@@ -152,6 +158,94 @@ describe('pooledGet against a server that sends exactly these bytes', () => {
       const { res, pool } = await get(p)
       expect(await bodyOf(res, pool)).toBe('abc')
       await closedByClient.get(p) // the socket is closed, never reused for a next request
+    }
+  })
+})
+
+// A server that writes `head`, then `total` bytes of `piece` (framed by `frame`), as fast as the
+// socket takes them, then `tail`; resolves to its URL. Closed after the file's tests.
+const streamers = []
+afterAll(() => Promise.all(streamers.map((s) => new Promise((resolve) => s.close(resolve)))))
+async function streamer (head, total, frame = (piece) => [piece], tail = '') {
+  const piece = Buffer.alloc(1 << 20, 'c')
+  const s = net.createServer((socket) => {
+    socket.on('error', () => {})
+    socket.once('data', async () => {
+      socket.write(head)
+      for (let sent = 0; sent < total && !socket.destroyed; sent += piece.length) {
+        let ok = true
+        for (const part of frame(piece)) ok = socket.write(part) && ok
+        if (!ok) await new Promise((resolve) => socket.once('drain', resolve).once('close', resolve))
+      }
+      socket.end(tail)
+    })
+  })
+  streamers.push(s)
+  await new Promise((resolve) => s.listen(0, '127.0.0.1', resolve))
+  return `http://127.0.0.1:${s.address().port}/f`
+}
+
+describe('pooledGet bounds what it holds, whatever the server sends', () => {
+  it('a chunked body waits for its reader: the body buffers a read, not the file', async () => {
+    const u = await streamer('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n', 192 << 20, (piece) => [`${piece.length.toString(16)}\r\n`, piece, '\r\n'], '0\r\n\r\n')
+    const pool = new BufferPool({ count: 4, size: 64 * 1024 })
+    const res = await pooledGet(u, { pool, idleMs: 5000 })
+    await sleep(500) // nobody reads
+    expect(res.body.readableLength).toBeLessThan(1 << 20) // before: everything received so far
+    let bytes = 0
+    for await (const chunk of res.body) bytes += chunk.length
+    expect(bytes).toBe(192 << 20)
+  })
+
+  it('a chunk size line that never ends is refused, not gathered', async () => {
+    const u = await streamer('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n', 32 << 20)
+    const pool = new BufferPool({ count: 4, size: 64 * 1024 })
+    const res = await pooledGet(u, { pool, idleMs: 5000 })
+    const err = await (async () => {
+      for await (const chunk of res.body) pool.release(chunk)
+    })().then(() => null, (e) => e)
+    expect(err).toMatchObject({ code: 'ERR_BAD_HTTP_RESPONSE', message: 'chunk size line too long' })
+  })
+
+  it('an answer the caller does not stream is copied, so reading a little of it and stopping gives the pool back', async () => {
+    const u = await streamer('HTTP/1.1 203 Non-Authoritative Information\r\nContent-Length: 33554432\r\n\r\n', 32 << 20)
+    const pool = new BufferPool({ count: 4, size: 64 * 1024 })
+    const res = await pooledGet(u, { pool, idleMs: 5000, zeroCopy: (status) => status === 200 })
+    expect(res.statusCode).toBe(203)
+    let bytes = 0
+    for await (const chunk of res.body) {
+      bytes += chunk.length
+      if (bytes > 4 << 20) break // more than the pool holds, none of it released by this reader
+    }
+    await sleep(50) // the socket's close gives back the buffer it had taken for its next read
+    expect(pool.available).toBe(4)
+  })
+})
+
+describe('an http target that answers what was not asked', () => {
+  it('a download answered 203 with a body larger than the pool fails at once as REMOTE_REJECTED, not after idleMs', async () => {
+    const u = await streamer('HTTP/1.1 203 Non-Authoritative Information\r\nContent-Length: 33554432\r\nConnection: close\r\n\r\n', 32 << 20)
+    const backend = createHttpBackend({ name: 't', url: new URL('/', u).href, timeouts: { idleMs: 3000, connectMs: 1000 }, concurrency: 1, atomic: true })
+    const root = await tempDir('http-203-')
+    const job = newJob({ direction: 'download', target: 't', local: path.join(root, 'f'), remote: '/f', overwrite: false }, new Date().toISOString())
+    const t0 = Date.now()
+    const err = await download(job, { backend, roots: [root] }).then(() => null, (e) => e)
+    await backend.close()
+    expect(err?.code).toBe('REMOTE_REJECTED')
+    expect(Date.now() - t0).toBeLessThan(2000) // before: ETIMEDOUT after idleMs, then retried
+  })
+
+  it('a ranged /v1/stream from a server that ignores Range (200, the whole file) fails at once', async () => {
+    const u = await streamer('HTTP/1.1 200 OK\r\nContent-Length: 33554432\r\nConnection: close\r\n\r\n', 32 << 20)
+    const root = await tempDir('http-range-')
+    const sc = await startTestSidecar({ roots: [root], targets: { web: { type: 'http', url: new URL('/', u).href, timeouts: { idleMs: 3000, connectMs: 1000 } } } })
+    try {
+      const t0 = Date.now()
+      const res = await sc.api.call('GET', '/v1/stream/web/f.bin', undefined, { range: 'bytes=10-109' })
+      expect(res.status).toBeGreaterThanOrEqual(500)
+      expect(Date.now() - t0).toBeLessThan(2000) // before: 504 TIMEOUT after idleMs
+    } finally {
+      await sc.stop({ graceMs: 0 })
     }
   })
 })

@@ -4,13 +4,17 @@
 // point of the request, and the connection set-up is noise beside it. Small requests, redirects
 // and JSON go through createHttpClient (http-util.js).
 //
-// A 2xx body with a Content-Length is handed on as views of pool buffers, which the consumer
-// releases (the sinks in datapath.js do). Other bodies are copied, so readSmall() can drain them.
+// The body the caller will stream (`zeroCopy(statusCode)`: by default any 2xx) with a
+// Content-Length is handed on as views of pool buffers, which the consumer releases (the sinks in
+// datapath.js do): the pool bounds what is read ahead. Other bodies (an answer the caller refuses,
+// chunked framing) are copied, so readSmall() can drain them; those copies wait for the consumer
+// (the socket is not read while the body's buffer is full).
 import net from 'node:net'
 import { Readable } from 'node:stream'
 import { timeConnect } from './http-util.js'
 
 const MAX_HEAD = 64 * 1024
+const MAX_CHUNK_LINE = 16 * 1024 // a chunk's size line, extensions included
 // What a socket that has been destroyed gets to read into (net asks for the next buffer even
 // then): nothing is read into it, and no pool buffer is taken for it.
 const NO_READ = Buffer.alloc(16)
@@ -27,7 +31,7 @@ function parseHead (text) {
   return { statusCode: Number(m[1]), headers }
 }
 
-export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectMs = 0, pool }) {
+export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectMs = 0, pool, zeroCopy: streamed = (status) => status >= 200 && status < 300 }) {
   const u = new URL(url)
   return new Promise((resolve, reject) => {
     let head = Buffer.alloc(0)
@@ -38,6 +42,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
     let spare = null
     let next = null // the buffer the socket will read into next (net takes it before it is needed)
     let done = false // the body is complete or failed: the socket reads no more
+    let waitingForReader = false // a copy did not fit in the body's buffer: paused until it is read
 
     const fail = (err) => {
       done = true
@@ -131,7 +136,11 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
     function startBody ({ statusCode, headers: h }) {
       const body = new Readable({
         highWaterMark: 0,
-        read () {},
+        read () {
+          if (!waitingForReader) return
+          waitingForReader = false
+          if (!done && !socket.destroyed) socket.resume()
+        },
         destroy (err, callback) {
           socket.destroy()
           callback(err)
@@ -143,7 +152,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
       body.on('error', () => {})
       if (/chunked/i.test(h['transfer-encoding'] ?? '')) chunked = { left: 0, buffered: '' }
       else if (h['content-length'] !== undefined) remaining = Number(h['content-length'])
-      zeroCopy = statusCode >= 200 && statusCode < 300 && !chunked
+      zeroCopy = streamed(statusCode) && !chunked
       response = { statusCode, headers: h, body }
       resolve(response)
       if (remaining === 0) finish()
@@ -155,6 +164,14 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
       socket.destroy()
     }
 
+    // A copied chunk: the socket pauses until the consumer has read what the body holds.
+    function pushCopy (chunk) {
+      if (!response.body.push(chunk) && !socket.destroyed) {
+        waitingForReader = true
+        socket.pause()
+      }
+    }
+
     function bodyData (view, copied) {
       if (chunked) return chunkedData(view, copied)
       if (remaining !== null) {
@@ -162,7 +179,8 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
         remaining -= view.length
       }
       const handOn = zeroCopy && !copied && view.length > 0 // the consumer releases it
-      if (view.length) response.body.push(handOn ? view : Buffer.from(view))
+      if (handOn) response.body.push(view)
+      else if (view.length) pushCopy(Buffer.from(view))
       if (!copied && !handOn) pool.release(view)
       if (remaining === 0) finish()
     }
@@ -173,7 +191,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
       while (i < view.length) {
         if (chunked.left > 0) {
           const take = Math.min(chunked.left, view.length - i)
-          response.body.push(Buffer.from(view.subarray(i, i + take)))
+          pushCopy(Buffer.from(view.subarray(i, i + take)))
           chunked.left -= take
           i += take
           if (chunked.left === 0) chunked.buffered = '\r\n' // the CRLF after the data
@@ -181,6 +199,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
         }
         const nl = view.indexOf(10, i)
         if (nl < 0) {
+          if (chunked.buffered.length + view.length - i > MAX_CHUNK_LINE) throw Object.assign(new Error('chunk size line too long'), { code: 'ERR_BAD_HTTP_RESPONSE' })
           chunked.buffered += view.subarray(i).toString('latin1')
           break
         }

@@ -82,13 +82,15 @@ export async function drain (body) {
   await finished(body).catch(() => {})
 }
 
-// Reads a small body (error documents, JSON answers) with a hard cap; the rest is discarded.
+// Reads a small body (error documents, JSON answers) with a hard cap: a body longer than that is
+// not read further (it is destroyed, and its connection with it).
 export async function readSmall (body, limit = ERROR_BODY_LIMIT) {
   const chunks = []
   let size = 0
   for await (const chunk of body) {
-    if (size < limit) chunks.push(chunk.subarray(0, limit - size))
+    chunks.push(chunk.subarray(0, limit - size))
     size += chunk.length
+    if (size >= limit) break
   }
   return Buffer.concat(chunks).toString('utf8')
 }

@@ -124,9 +124,11 @@ export function createHttpBackend (target) {
       const ranged = offset > 0 || length !== undefined
       const headers = ranged ? { range: `bytes=${offset}-${length === undefined ? '' : offset + length - 1}` } : {}
       if (offset > 0 && ifVersion) headers['if-range'] = ifVersion
+      // The answer streamed: 206 to a range, or 200 with all of a file changed since (If-Range).
+      const wanted = (status) => status === (ranged && !(status === 200 && offset > 0 && length === undefined) ? 206 : 200)
       // Plain-http bodies read straight into the transfer's pool buffers (see http-get.js).
       const res = pool && base.protocol === 'http:'
-        ? await pooledGet(urlFor(remote), { headers, signal, pool, idleMs: target.timeouts?.idleMs, connectMs: target.timeouts?.connectMs })
+        ? await pooledGet(urlFor(remote), { headers, signal, pool, zeroCopy: wanted, idleMs: target.timeouts?.idleMs, connectMs: target.timeouts?.connectMs })
         : await send(urlFor(remote), { headers, signal })
       const version = validator(res.headers)
       if (res.statusCode === 416 && length === undefined && offset > 0) {
@@ -138,7 +140,7 @@ export function createHttpBackend (target) {
         throw statusError(416, `GET ${remote}: HTTP 416, the range starts at ${offset} and the file has ${st?.size ?? 'no'} bytes`)
       }
       const whole = res.statusCode === 200 && offset > 0 && length === undefined
-      if (res.statusCode !== (ranged && !whole ? 206 : 200)) throw await fail(res, `GET ${remote}`)
+      if (!wanted(res.statusCode)) throw await fail(res, `GET ${remote}`)
       // A 206 says which bytes it holds, and a server may send fewer than asked (RFC 9110 15.3.7):
       // where the body starts and the file's size come from its Content-Range when it has one.
       const held = res.statusCode === 206 ? /^bytes (\d+)-\d+\/(\d+|\*)$/.exec(res.headers['content-range'] ?? '') : null

@@ -272,7 +272,7 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
       let err
       try {
         const get = pool && new URL(location).protocol === 'http:' ? pooledGet : getStream
-        const res = await get(location, { signal, idleMs, connectMs, headers: headersFor(location), pool })
+        const res = await get(location, { signal, idleMs, connectMs, headers: headersFor(location), pool, zeroCopy: (status) => status === 200 })
         if (res.statusCode === 200) return res
         err = await failed(res)
       } catch (thrown) {

@@ -37,6 +37,8 @@ const FAILOVER_BASE_MS = 100
 const DATANODE_TRIES = 3 // OPEN / GETFILECHECKSUM: datanodes asked per call before giving up
 const EXCLUDE_MS = 10 * 60 * 1000 // as HDFS's own client (dfs.client.write.exclude.nodes.cache.expiry.interval.millis)
 const DATANODE_MAP_MS = 10 * 1000 // how often the datanode address map may be refetched
+// What a failed PUT to a datanode blames it for (the rest is ours, or not retryable).
+const FROM_DATANODE = new Set(['NETWORK_ERROR', 'TIMEOUT', 'REMOTE_UNAVAILABLE'])
 const CRC_TYPES = { 1: 'CRC32', 2: 'CRC32C', CRC32: 'CRC32', CRC32C: 'CRC32C' }
 
 // Removes what must never be shown: `delegation=` parameters and every configured secret.
@@ -184,13 +186,17 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
     return remoteExceptionError(res.statusCode, await readSmall(res.body), redact)
   }
 
+  // A JSON object; anything else (not JSON, `null`, a list) is the server's fault, not a bug here.
   async function readJson (res, what) {
     const text = await readSmall(res.body)
+    let value
     try {
-      return JSON.parse(text)
-    } catch {
-      throw new RemoteRejectedError(`${what}: expected JSON, got ${JSON.stringify(redact(firstLine(text, 200)))}`)
+      value = JSON.parse(text)
+    } catch {}
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      throw new RemoteRejectedError(`${what}: expected a JSON object, got ${JSON.stringify(redact(firstLine(text, 200)))}`)
     }
+    return value
   }
 
   // The map from a datanode's HTTP address (what a Location names) to its transfer address (what
@@ -379,7 +385,9 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
         res.body.resume()
       }).catch((thrown) => {
         const err = toSidecarError(thrown)
-        if (err.retryable && !signal?.aborted) noteDatanodeFailure(err, location, nn)
+        // Not a failure of ours (the local file changed size, the hashing thread stopped): those
+        // cut the request too, and the datanode is not to blame for them.
+        if (FROM_DATANODE.has(err.code) && !signal?.aborted) noteDatanodeFailure(err, location, nn)
         throw err
       })
       done.catch((err) => put.stream.destroy(err))

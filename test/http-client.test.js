@@ -4,13 +4,15 @@
 // body delimited by the connection's close, a head split across reads, bytes after the body; and
 // what it holds while a server streams at it (chunked bodies, answers the caller does not stream).
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
+import fs from 'node:fs/promises'
+import http from 'node:http'
 import net from 'node:net'
-import { setTimeout as sleep } from 'node:timers/promises'
 import path from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { pooledGet } from '../src/backends/http-get.js'
 import { createHttpBackend } from '../src/backends/http.js'
 import { BufferPool } from '../src/datapath.js'
-import { download } from '../src/transfer.js'
+import { download, upload } from '../src/transfer.js'
 import { newJob } from '../src/jobs.js'
 import { startTestSidecar, tempDir } from './helpers/sidecar.js'
 
@@ -223,6 +225,35 @@ describe('pooledGet bounds what it holds, whatever the server sends', () => {
 })
 
 describe('an http target that answers what was not asked', () => {
+  it('PUTs answered 201 with a body that never ends do not hold the target\'s connections for ever', async () => {
+    const timers = new Set()
+    const server = http.createServer(async (req, res) => {
+      req.resume()
+      await new Promise((resolve) => req.once('end', resolve))
+      if (req.method !== 'PUT') return res.writeHead(req.method === 'MOVE' ? 201 : 404).end()
+      res.writeHead(201)
+      const t = setInterval(() => res.write('.'), 100) // an answer that trickles for ever
+      timers.add(t)
+      res.on('close', () => clearInterval(t))
+    })
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const backend = createHttpBackend({ name: 't', url: `http://127.0.0.1:${server.address().port}/`, timeouts: { idleMs: 1000, connectMs: 1000 }, concurrency: 1, atomic: true })
+    const root = await tempDir('http-trickle-')
+    await fs.writeFile(path.join(root, 'a'), 'hello')
+    try {
+      for (let i = 1; i <= 4; i++) { // concurrency 1: two sockets in the target's pool
+        const job = newJob({ direction: 'upload', target: 't', local: path.join(root, 'a'), remote: `/f${i}`, overwrite: true }, new Date().toISOString())
+        const outcome = await Promise.race([upload(job, { backend, roots: [root] }).then(() => 'succeeded', (e) => e.code), sleep(6000, 'still running after 6 s')])
+        expect(outcome).toBe('succeeded') // before: the third still waited for a socket
+      }
+    } finally {
+      await backend.close()
+      for (const t of timers) clearInterval(t)
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(resolve))
+    }
+  }, 40000)
+
   it('a download answered 203 with a body larger than the pool fails at once as REMOTE_REJECTED, not after idleMs', async () => {
     const u = await streamer('HTTP/1.1 203 Non-Authoritative Information\r\nContent-Length: 33554432\r\nConnection: close\r\n\r\n', 32 << 20)
     const backend = createHttpBackend({ name: 't', url: new URL('/', u).href, timeouts: { idleMs: 3000, connectMs: 1000 }, concurrency: 1, atomic: true })

@@ -76,10 +76,18 @@ export function createHttpClient ({ connectMs = 10000, idleMs = 60000, maxSocket
   }
 }
 
-// Reads a body to its end and drops it, so its connection goes back to the pool.
-export async function drain (body) {
-  body.resume()
+// Reads a body we do not need to its end, so that its connection goes back to the pool; one
+// longer than an error document, or still coming after `ms`, is dropped with its connection
+// instead (a server that trickles an endless answer would hold the socket for ever).
+export async function drain (body, { ms = 60000 } = {}) {
+  let size = 0
+  const timer = setTimeout(() => body.destroy(), ms)
+  body.on('data', (chunk) => {
+    size += chunk.length
+    if (size > ERROR_BODY_LIMIT) body.destroy()
+  })
   await finished(body).catch(() => {})
+  clearTimeout(timer)
 }
 
 // Reads a small body (error documents, JSON answers) with a hard cap: a body longer than that is

@@ -164,7 +164,7 @@ export function createHttpBackend (target) {
           throw new RemoteExistsError(`${remote} exists and overwrite is false (PUT with If-None-Match: HTTP 412)`)
         }
         if (res.statusCode < 200 || res.statusCode >= 300) throw await fail(res, `PUT ${remote}`)
-        res.body.resume()
+        drain(res.body, { ms: target.timeouts?.idleMs }) // not waited for: the upload is done
       })
       done.catch((err) => put.stream.destroy(err))
       return { stream: pool ? requestSink(put.stream, { pool, meter }) : put.stream, done }

@@ -382,7 +382,7 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
       const put = putStream(location, { headers, signal, idleMs, connectMs })
       const done = put.done.then(async (res) => {
         if (res.statusCode !== 201 && res.statusCode !== 200) throw await failed(res)
-        res.body.resume()
+        drain(res.body, { ms: idleMs }) // not waited for: the upload is done
       }).catch((thrown) => {
         const err = toSidecarError(thrown)
         // Not a failure of ours (the local file changed size, the hashing thread stopped): those

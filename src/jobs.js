@@ -7,7 +7,7 @@ import { DIGESTS } from './config.js'
 export const STATES = Object.freeze(['queued', 'running', 'succeeded', 'failed', 'cancelled'])
 export const FINAL_STATES = new Set(['succeeded', 'failed', 'cancelled'])
 const FIELDS = new Set(['id', 'direction', 'target', 'local', 'remote', 'overwrite', 'sha256', 'digest', 'callback'])
-const ID = /^[A-Za-z0-9_-]{8,64}$/
+export const ID = /^[A-Za-z0-9_-]{8,64}$/ // a job id, ours or a client's
 const SHA256 = /^[0-9a-fA-F]{64}$/
 
 // Validates a POST /v1/jobs body; throws a 4xx SidecarError naming the field.

@@ -115,6 +115,19 @@ describe('line protocol', () => {
     c.socket.end()
   })
 
+  // So that a client on a kept connection can tell its own refusal from one another request of its
+  // process left unread there (php-client: an answer not naming the job is not taken on a reused one).
+  it('names the job in a refusal of a line that has an id, and only then', async () => {
+    const c = connect(sc.socket)
+    const id = `refused-${crypto.randomBytes(4).toString('hex')}`
+    expect(await c.ask(upload('r.txt', { id, target: 'nope' }))).toMatchObject({ status: 400, id, error: { code: 'UNKNOWN_TARGET' } })
+    const noId = await c.ask(upload('r.txt', { target: 'nope' }))
+    expect(noId).toMatchObject({ status: 400, error: { code: 'UNKNOWN_TARGET' } })
+    expect(noId).not.toHaveProperty('id')
+    expect(await c.ask(upload('r.txt', { id: 'bad id!', target: 'nope' }))).not.toHaveProperty('id') // not a job id: not echoed
+    c.socket.end()
+  })
+
   it('takes a line split across many writes, and several lines in one', async () => {
     const c = connect(tcp)
     c.socket.setNoDelay(true)

@@ -555,10 +555,12 @@ final class Client
                 }
                 throw new ConnectionException('the daemon closed the connection without answering the job');
             }
-            if ($retryable && isset($answer['id']) && $answer['id'] !== $id) {
-                // A reused connection out of step: an answer meant for another job (one an
-                // interrupted request left unread). Not taken as ours; the connection is replaced
-                // and the job sent again. (On a new connection such an answer is a failure.)
+            if ($retryable && ($answer['id'] ?? null) !== $id) {
+                // A reused connection out of step: an answer that does not name this job (the
+                // daemon names it in every answer to a line that has an id, refusals included) may
+                // be one an interrupted request left unread there. Not taken as ours; the
+                // connection is replaced and the job sent again. (On a new connection no answer
+                // can be another's: there it is taken, or is a failure.)
                 $this->dropLines();
                 continue;
             }
@@ -650,7 +652,7 @@ final class Client
      * @param callable(): void $drop
      * @throws ConnectionException the write failed on a fresh connection (dropped too)
      */
-    private static function sent(Connection $connection, string $request, bool $retryable, callable $drop): bool
+    private static function sent(Connection $connection, #[\SensitiveParameter] string $request, bool $retryable, callable $drop): bool
     {
         try {
             $connection->write($request);

@@ -13,7 +13,7 @@ namespace TransferSidecar;
 final class Signature
 {
     /** The X-Sidecar-Signature value for a body sent at $timestamp. */
-    public static function sign(string $body, string $secret, int $timestamp): string
+    public static function sign(string $body, #[\SensitiveParameter] string $secret, int $timestamp): string
     {
         return 'sha256=' . hash_hmac('sha256', $timestamp . '.' . $body, $secret);
     }
@@ -28,7 +28,7 @@ final class Signature
         string $body,
         string $timestamp,
         string $signatureHeader,
-        string $secret,
+        #[\SensitiveParameter] string $secret,
         int $toleranceSeconds = 300,
         ?int $now = null
     ): bool {

@@ -10,6 +10,7 @@
 import { InvalidJsonError, InvalidRequestError, PayloadTooLargeError, UnauthorizedError } from '../errors.js'
 import { MAX_BODY_BYTES, errorAnswer, logHandoff, tokenMatcher } from './respond.js'
 import { parseJson, strictUtf8 } from './submit.js'
+import { ID } from '../jobs.js'
 
 const NEWLINE = 0x0a
 export const LINE_IDLE_MS = 5000 // an idle connection is closed, as HTTP keep-alive ones are
@@ -164,8 +165,10 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
     async function handle (bytes) {
       const started = process.hrtime.bigint()
       let status = 500
+      let id // a refused line's own job id, named in its answer (see failure)
       try {
         const body = parseLine(bytes)
+        if (typeof body?.id === 'string' && ID.test(body.id)) id = body.id
         if (isTokenLine(body)) {
           if (!authorized(`Bearer ${body.token}`)) throw new UnauthorizedError('the token is not valid')
           authenticated = true
@@ -177,7 +180,7 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
         status = created ? 202 : 200
         return { text: JSON.stringify({ status, id: job.id, state }) + '\n' }
       } catch (err) {
-        const reply = failure(err)
+        const reply = failure(err, id)
         status = reply.status
         return reply
       } finally {
@@ -185,10 +188,12 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
       }
     }
 
-    // A refused line, answered as POST /v1/jobs answers the error.
-    function failure (err) {
+    // A refused line, answered as POST /v1/jobs answers the error, and with the job's id when the
+    // line had one: a client on a kept connection can then tell its own answer from one another
+    // request of its process left unread there.
+    function failure (err, id) {
       const { error, body, retryAfter } = errorAnswer(err, logger)
-      const answer = { status: error.statusCode, ...body, ...(retryAfter && { retryAfter }) }
+      const answer = { status: error.statusCode, ...(id && { id }), ...body, ...(retryAfter && { retryAfter }) }
       return { status: error.statusCode, text: JSON.stringify(answer) + '\n', close: error.code === 'UNAUTHORIZED' }
     }
 

@@ -45,14 +45,16 @@ final class Connection
             : stream_context_create();
         $flags = STREAM_CLIENT_CONNECT | ($persistent ? STREAM_CLIENT_PERSISTENT : 0);
         for ($attempt = 1; ; $attempt++) {
-            $stream = @stream_socket_client($address, $errno, $errstr, $connectTimeout, $flags, $context);
+            $stream = self::quietly(static function () use ($address, &$errno, &$errstr, $connectTimeout, $flags, $context) {
+                return @stream_socket_client($address, $errno, $errstr, $connectTimeout, $flags, $context);
+            });
             if ($stream === false) {
                 throw new ConnectionException(sprintf('cannot connect to %s: %s (errno %d)', $address, $errstr !== '' ? $errstr : 'unknown error', $errno));
             }
             // A kept connection has carried bytes already (its position is past 0).
             $kept = $persistent && ftell($stream) > 0;
             if ($kept && $attempt === 1 && self::hasInput($stream)) {
-                @fclose($stream);
+                self::quietly(static fn () => @fclose($stream));
                 continue;
             }
             stream_set_blocking($stream, true);
@@ -70,7 +72,7 @@ final class Connection
         $read = [$stream];
         $write = null;
         $except = null;
-        return @stream_select($read, $write, $except, 0) !== 0;
+        return self::quietly(static fn () => @stream_select($read, $write, $except, 0)) !== 0;
     }
 
     public function isOpen(): bool
@@ -96,7 +98,7 @@ final class Connection
         $length = strlen($bytes);
         for ($written = 0; $written < $length;) {
             error_clear_last();
-            $n = @fwrite($stream, $written === 0 ? $bytes : substr($bytes, $written));
+            $n = self::quietly(static fn () => @fwrite($stream, $written === 0 ? $bytes : substr($bytes, $written)));
             if ($n === false || $n === 0) {
                 $error = error_get_last();
                 throw new ConnectionException(sprintf('write to the daemon failed after %d of %d bytes%s', $written, $length,
@@ -115,18 +117,21 @@ final class Connection
     /** @see Wire::readHead() null: closed before the first byte of an answer */
     public function readHead(): ?Response
     {
-        return Wire::readHead($this->stream());
+        $stream = $this->stream();
+        return self::quietly(static fn () => Wire::readHead($stream));
     }
 
     public function readBody(Response $response, string $method): string
     {
-        return Wire::readBody($this->stream(), $response, $method);
+        $stream = $this->stream();
+        return self::quietly(static fn () => Wire::readBody($stream, $response, $method));
     }
 
     /** @param callable(string): bool $sink */
     public function copyBody(Response $response, string $method, callable $sink): int
     {
-        return Wire::copyBody($this->stream(), $response, $method, $sink);
+        $stream = $this->stream();
+        return self::quietly(static fn () => Wire::copyBody($stream, $response, $method, $sink));
     }
 
     /**
@@ -137,7 +142,7 @@ final class Connection
     public function readLine(): ?string
     {
         $stream = $this->stream();
-        $line = @fgets($stream, 70000);
+        $line = self::quietly(static fn () => @fgets($stream, 70000));
         if ($line === false || !str_ends_with($line, "\n")) {
             Wire::throwIfTimedOut($stream);
             if ($line === false || $line === '') {
@@ -169,9 +174,12 @@ final class Connection
 
     public function close(): void
     {
-        if ($this->stream !== null) {
-            @fclose($this->stream);
-            $this->stream = null;
+        $stream = $this->stream;
+        $this->stream = null;
+        // A persistent stream is the worker's, shared by its Clients of the same address: another
+        // one may have closed it already.
+        if (is_resource($stream)) {
+            self::quietly(static fn () => @fclose($stream));
         }
     }
 
@@ -188,6 +196,31 @@ final class Connection
         if ($this->stream === null) {
             throw new ConnectionException('the connection is closed');
         }
+        if (!is_resource($this->stream)) {
+            // A persistent stream another Client of this worker closed: gone as a reset one is.
+            $this->stream = null;
+            throw new ConnectionException('the connection was closed by another client of this process');
+        }
         return $this->stream;
+    }
+
+    /**
+     * Runs a stream call under PHP's own error handling: an application's handler that throws
+     * (many do, even for errors silenced with @) would turn a dead connection into an
+     * ErrorException, which the client's retry and spool rules never see. PHP's handler keeps the
+     * warning for error_get_last(), and @ keeps it quiet.
+     *
+     * @template T
+     * @param callable(): T $io
+     * @return T
+     */
+    private static function quietly(callable $io): mixed
+    {
+        set_error_handler(static fn (): bool => false);
+        try {
+            return $io();
+        } finally {
+            restore_error_handler();
+        }
     }
 }

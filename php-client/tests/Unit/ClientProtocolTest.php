@@ -452,6 +452,81 @@ final class ClientProtocolTest extends TestCase
         self::assertSame([], $this->spooled());
     }
 
+    public function testAClientSurvivesAnotherClientOfTheWorkerClosingTheSharedPersistentConnection(): void
+    {
+        // PHP hands the same persistent stream to every Client of the process with that address.
+        $stub = new StubServer([[['reply' => self::acceptedLine()], ['reply' => self::acceptedLine()]], [['reply' => self::acceptedLine()]]]);
+        $options = ['socket' => $stub->socket, 'persistent' => true, 'spool' => $this->spool];
+        $a = new Client($options);
+        $a->upload('hdfs', '/srv/a', '/a');
+        $b = new Client($options);
+        $b->upload('hdfs', '/srv/b', '/b');
+        $a->close(); // closes the stream $b holds too
+        $third = $b->upload('hdfs', '/srv/c', '/c'); // before: a TypeError from fwrite()
+        $b->close();
+        $requests = $stub->finish();
+
+        self::assertSame([0, 0, 1], array_column($requests, 'conn'), 'the third job on a new connection');
+        self::assertSame($third, json_decode($requests[2]['body'], true)['id']);
+        self::assertSame([], $this->spooled());
+    }
+
+    public function testAnErrorHandlerThatThrowsDoesNotStopTheRetryOfAConnectionTheDaemonClosed(): void
+    {
+        $stub = new StubServer([[['reply' => self::acceptedLine()]], [['reply' => self::acceptedLine()]]]);
+        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool]);
+        // As many frameworks' handlers do, for errors silenced with @ too.
+        set_error_handler(static function (int $level, string $message, string $file, int $line): bool {
+            throw new \ErrorException($message, 0, $level, $file, $line);
+        });
+        try {
+            $client->upload('hdfs', '/srv/a', '/a');
+            usleep(100000); // the daemon has closed the kept connection: the next write is a broken pipe
+            $second = $client->upload('hdfs', '/srv/b', '/b'); // before: ErrorException, nothing spooled
+        } finally {
+            restore_error_handler();
+        }
+        $client->close();
+        $requests = $stub->finish();
+
+        self::assertSame([0, 1], array_column($requests, 'conn'));
+        self::assertSame($second, json_decode($requests[1]['body'], true)['id']);
+        self::assertSame([], $this->spooled());
+    }
+
+    public function testOnAReusedConnectionARefusalThatDoesNotNameTheJobIsNotTakenAsItsAnswer(): void
+    {
+        // A refusal without an id waiting on the kept connection (another request's, left unread)
+        // is not this job's; the daemon names the job in its refusals, so a refusal naming it is.
+        $stray = json_encode(['status' => 400, 'error' => ['code' => 'UNKNOWN_TARGET', 'message' => 'no target slow-bad']]) . "\n";
+        $ours = json_encode(['status' => 400, 'id' => StubServer::REQUEST_ID, 'error' => ['code' => 'UNKNOWN_TARGET', 'message' => 'no target nope']]) . "\n";
+        $stub = new StubServer([[['reply' => self::acceptedLine()], ['reply' => $stray]], [['reply' => self::acceptedLine()], ['reply' => $ours]]]);
+        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool]);
+        $client->upload('hdfs', '/srv/a', '/a');
+        $second = $client->upload('hdfs', '/srv/b', '/b'); // before: RequestException UNKNOWN_TARGET (slow-bad)
+        try {
+            $client->upload('nope', '/srv/c', '/c');
+            self::fail('a refusal naming the job is its answer');
+        } catch (RequestException $e) {
+            self::assertSame('UNKNOWN_TARGET', $e->getErrorCode());
+        }
+        $client->close();
+        $requests = $stub->finish();
+
+        self::assertSame([0, 0, 1, 1], array_column($requests, 'conn'), 'the second job sent again, on a new connection; the third not');
+        self::assertSame([$second, $second], [json_decode($requests[1]['body'], true)['id'], json_decode($requests[2]['body'], true)['id']]);
+        self::assertSame([], $this->spooled());
+    }
+
+    public function testSecretsAreSensitiveParametersWhereverTheyArePassed(): void
+    {
+        $sensitive = static fn (string $class, string $method, int $at): bool =>
+            (new \ReflectionMethod($class, $method))->getParameters()[$at]->getAttributes(\SensitiveParameter::class) !== [];
+        self::assertTrue($sensitive(Client::class, 'sent', 1), 'the request written, token line or Authorization header included');
+        self::assertTrue($sensitive(\TransferSidecar\Signature::class, 'sign', 1));
+        self::assertTrue($sensitive(\TransferSidecar\Signature::class, 'verify', 3));
+    }
+
     public function testLinesSendWritesTheLineAndDoesNotRead(): void
     {
         $stub = new StubServer([[['close' => true]]]);

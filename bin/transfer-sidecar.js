@@ -62,6 +62,8 @@ if (args.version) {
 
 let config
 try {
+  // An empty --config (an unset variable, say) is an error, not the embedded default.
+  if (args.config === '') throw new ConfigError('--config', 'is empty: give a config file, or leave the option out for the embedded default')
   config = loadConfig({ file: args.config ?? process.env.SIDECAR_CONFIG })
 } catch (err) {
   if (!(err instanceof ConfigError)) throw err

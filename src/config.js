@@ -75,7 +75,13 @@ export function embeddedConfig (env = process.env) {
 export function loadConfig ({ file, env = process.env } = {}) {
   if (!file) {
     const raw = embeddedConfig(env)
-    for (const dir of [raw.stateDir, ...raw.roots]) fs.mkdirSync(dir, { recursive: true, mode: 0o750 })
+    for (const [field, dir] of [['stateDir', raw.stateDir], ...raw.roots.map((r, i) => [`roots[${i}]`, r])]) {
+      try {
+        fs.mkdirSync(dir, { recursive: true, mode: 0o750 })
+      } catch (err) {
+        throw new ConfigError(field, `${dir} is not usable (${err.code}); create it or fix the path`)
+      }
+    }
     return validateConfig(raw)
   }
   let text
@@ -134,13 +140,28 @@ function realDir (value, field, { create = false } = {}) {
   }
 }
 
-function section (value, field, spec) {
+// Milliseconds that go to a timer: node fires a timer of more than 2^31 − 1 ms after 1 ms.
+const MAX_TIMER_MS = 2 ** 31 - 1
+// Bounds of the integer fields of the sections, where they are not 0 … Number.MAX_SAFE_INTEGER.
+const BOUNDS = {
+  'retry.baseDelayMs': { max: MAX_TIMER_MS },
+  'retry.maxDelayMs': { max: MAX_TIMER_MS },
+  'timeouts.connectMs': { max: MAX_TIMER_MS },
+  'timeouts.idleMs': { max: MAX_TIMER_MS },
+  'spool.intervalMs': { min: 1, max: MAX_TIMER_MS },
+  'callbacks.baseDelayMs': { max: MAX_TIMER_MS },
+  'callbacks.maxDelayMs': { max: MAX_TIMER_MS },
+  'callbacks.timeoutMs': { min: 1, max: MAX_TIMER_MS }
+}
+
+// `kind`: the section's name in BOUNDS (a target's retry and timeouts are bounded as the top ones).
+function section (value, field, spec, kind = field) {
   if (value === undefined) return { ...spec }
   if (!isObject(value)) throw new ConfigError(field, 'must be an object')
   checkKeys(value, Object.keys(spec), `${field}.`)
   const out = {}
   for (const [key, fallback] of Object.entries(spec)) {
-    out[key] = int(value[key], `${field}.${key}`, { min: 0, fallback })
+    out[key] = int(value[key], `${field}.${key}`, { min: 0, ...BOUNDS[`${kind}.${key}`], fallback })
   }
   return out
 }
@@ -190,15 +211,17 @@ function httpUrl (value, field) {
 function validateTarget (name, t, top) {
   const field = `targets.${name}`
   if (!TARGET_NAME.test(name)) throw new ConfigError(field, 'target names may use letters, digits, "_", "-" and "." (1–64)')
+  // Set on an object, that name sets its prototype instead: the target would vanish.
+  if (name === '__proto__') throw new ConfigError(field, '__proto__ is reserved; choose another target name')
   if (!isObject(t)) throw new ConfigError(field, 'must be an object')
-  if (!Object.hasOwn(TARGET_KEYS, t.type)) throw new ConfigError(`${field}.type`, mustBe(`must be one of ${Object.keys(TARGET_KEYS).join(', ')}`, t.type))
+  if (typeof t.type !== 'string' || !Object.hasOwn(TARGET_KEYS, t.type)) throw new ConfigError(`${field}.type`, mustBe(`must be one of ${Object.keys(TARGET_KEYS).join(', ')}`, t.type))
   checkKeys(t, TARGET_KEYS[t.type], `${field}.`)
   const out = {
     name,
     type: t.type,
     concurrency: int(t.concurrency, `${field}.concurrency`, { min: 1, max: 1024, fallback: DEFAULTS.concurrency }),
-    retry: section(t.retry, `${field}.retry`, top.retry),
-    timeouts: section(t.timeouts, `${field}.timeouts`, top.timeouts),
+    retry: section(t.retry, `${field}.retry`, top.retry, 'retry'),
+    timeouts: section(t.timeouts, `${field}.timeouts`, top.timeouts, 'timeouts'),
     tempSuffix: tempSuffix(t.tempSuffix, `${field}.tempSuffix`),
     digest: t.digest ?? 'sha256'
   }

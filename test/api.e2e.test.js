@@ -305,6 +305,21 @@ describe('bad input gets a coded 4xx and nothing runs', () => {
     expect(res).toMatchObject({ status: 400, json: { error: { code: 'INVALID_REQUEST', message: expect.stringContaining('wait') } } })
   })
 
+  // As ?wait=: plain digits only (Number() would take all of these).
+  it.each(['0x10', '1e3', '%20%207%20', '5.0', ''])('GET /v1/jobs?limit=%s is 400 INVALID_REQUEST naming limit', async (l) => {
+    const res = await api.call('GET', `/v1/jobs?limit=${l}`)
+    expect(res).toMatchObject({ status: 400, json: { error: { code: 'INVALID_REQUEST', message: expect.stringContaining('limit') } } })
+  })
+
+  it.each([
+    ['an object', '{"type":{"toString":1}}'],
+    ['a list', JSON.stringify({ type: ['transfer'], via: 'php_curl', direction: 'upload', backend: 'http', mode: 'streamed', bytes: 1, seconds: 0.1, outcome: 'succeeded' })]
+  ])('POST /v1/observations with a type that is %s is 400 INVALID_REQUEST, and counts nothing', async (what, body) => {
+    const res = await api.call('POST', '/v1/observations', body)
+    expect(res).toMatchObject({ status: 400, json: { error: { code: 'INVALID_REQUEST' } } }) // before: 500, or 202
+    expect((await api.call('GET', '/metrics')).text).not.toContain('"undefined"')
+  })
+
   it.each(['0', '2.5', '300', '007'])('?wait=%s is a valid wait', async (w) => {
     expect((await api.call('GET', `/v1/jobs/doesnotexist?wait=${w}`)).json.error.code).toBe('JOB_NOT_FOUND')
   })

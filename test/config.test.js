@@ -72,7 +72,19 @@ describe('config validation', () => {
     ['atomicPut on a file target', (c) => ({ ...c, targets: { f: { type: 'file', dir: '/tmp', atomicPut: true } } }), 'targets.f.atomicPut'],
     ['an unknown journal.sync', (c) => ({ ...c, journal: { sync: 'none' } }), 'journal.sync'],
     ['a zero journal.syncIntervalMs', (c) => ({ ...c, journal: { sync: 'write', syncIntervalMs: 0 } }), 'journal.syncIntervalMs'],
-    ['an unknown journal key', (c) => ({ ...c, journal: { fsync: true } }), 'journal.fsync']
+    ['an unknown journal key', (c) => ({ ...c, journal: { fsync: true } }), 'journal.fsync'],
+    // Not a crash (Object.hasOwn converts it to a key), nor a list taken for its one string.
+    ['a target type that is an object', (c) => ({ ...c, targets: { x: JSON.parse('{"type":{"toString":1}}') } }), 'targets.x.type'],
+    ['a target type that is a list', (c) => ({ ...c, targets: { x: { type: ['file'], dir: '/tmp' } } }), 'targets.x.type'],
+    // Set on an object, "__proto__" sets its prototype: the target vanished and the daemon started without it.
+    ['a target named __proto__', (c) => ({ ...c, targets: JSON.parse('{"__proto__":{"type":"file","dir":"/tmp/p"}}') }), 'targets.__proto__'],
+    // Node fires a timer of more than 2^31 − 1 ms after 1 ms, and AbortSignal.timeout(0) at once.
+    ['a connect timeout beyond a timer', (c) => ({ ...c, timeouts: { connectMs: 2 ** 31 } }), 'timeouts.connectMs'],
+    ['a target idle timeout beyond a timer', (c) => ({ ...c, targets: { f: { type: 'http', url: 'http://h/', timeouts: { idleMs: 2 ** 31 } } } }), 'targets.f.timeouts.idleMs'],
+    ['a retry delay beyond a timer', (c) => ({ ...c, retry: { baseDelayMs: 2 ** 33 } }), 'retry.baseDelayMs'],
+    ['a callback backoff beyond a timer', (c) => ({ ...c, callbacks: { maxDelayMs: 2 ** 34 } }), 'callbacks.maxDelayMs'],
+    ['a zero callback timeout', (c) => ({ ...c, callbacks: { timeoutMs: 0 } }), 'callbacks.timeoutMs'],
+    ['a zero spool interval', (c) => ({ ...c, spool: { intervalMs: 0 } }), 'spool.intervalMs']
   ])('names the field for %s', async (label, change, field) => {
     expect(fieldOf(change(await base()))).toBe(field)
   })
@@ -134,6 +146,18 @@ describe('config validation', () => {
     expect(ok.stdout).not.toContain('secret-token-0123456789')
     expect(JSON.parse(ok.stdout).token).toBe('[set]')
     expect(JSON.parse(ok.stdout).socketMode).toBe('0660') // as written, not 432
+  })
+
+  it('the CLI exits 2, naming the field, for an empty --config and for an embedded stateDir it cannot create', async () => {
+    const empty = await run(process.execPath, [BIN, '--check-config', '--config', '']).catch((e) => e)
+    expect(empty.code).toBe(2) // before: the embedded default, exit 0
+    expect(empty.stderr).toMatch(/^config: --config: is empty/)
+    const env = { ...process.env, XDG_STATE_HOME: '/etc/passwd' } // a file: no directory under it
+    delete env.STATE_DIRECTORY
+    delete env.SIDECAR_CONFIG
+    const unusable = await run(process.execPath, [BIN, '--check-config'], { env }).catch((e) => e)
+    expect(unusable.code).toBe(2) // before: a stack trace, exit 1
+    expect(unusable.stderr).toMatch(/^config: stateDir: \/etc\/passwd\/transfer-sidecar is not usable \(ENOTDIR\)/)
   })
 
   it('an unknown socketGroup stops --check-config and a start with exit 2, before any socket exists', async () => {

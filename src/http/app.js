@@ -73,7 +73,8 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
     .get((req, res) => {
       const { state } = req.query
       if (state !== undefined && !STATES.includes(state)) throw new InvalidRequestError(`state must be one of ${STATES.join(', ')}`)
-      const limit = req.query.limit === undefined ? 1000 : Number(req.query.limit)
+      // Plain decimal digits only, as ?wait= (Number() would also take "0x10", "1e3" and " 7 ").
+      const limit = req.query.limit === undefined ? 1000 : typeof req.query.limit === 'string' && /^\d{1,6}$/.test(req.query.limit) ? Number(req.query.limit) : NaN
       if (!Number.isInteger(limit) || limit < 1 || limit > 10000) throw new InvalidRequestError('limit must be an integer from 1 to 10000')
       res.json({ jobs: scheduler.list({ state, limit }).map((j) => scheduler.view(j)) })
     })

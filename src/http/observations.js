@@ -23,7 +23,7 @@ const SPECS = {
 
 export function parseObservation (body) {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new InvalidRequestError('the body must be a JSON object')
-  const spec = Object.hasOwn(SPECS, body.type) ? SPECS[body.type] : null
+  const spec = typeof body.type === 'string' && Object.hasOwn(SPECS, body.type) ? SPECS[body.type] : null
   if (!spec) throw new InvalidRequestError(`type must be one of ${Object.keys(SPECS).join(', ')}`)
   const out = { type: body.type }
   for (const key of Object.keys(body)) {

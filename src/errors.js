@@ -69,8 +69,9 @@ export const ChecksumMismatchError = define('CHECKSUM_MISMATCH', 502, true)
 // crash): the next attempt starts a new one.
 export const HashingFailedError = define('HASHING_FAILED', 500, true)
 export const CancelledError = define('CANCELLED', 409)
-// Every attempt of the job (retry.attempts) was cut by the daemon stopping without a shutdown (a
-// crash, kill -9, the machine): the job may be what crashes it, so it is not run again.
+// The job's last attempt (its retry.attempts-th; the earlier ones were cut too, or failed) was cut
+// by the daemon stopping without a shutdown (a crash, kill -9, the machine): the job may be what
+// crashes it, so it is not run again.
 export const InterruptedError = define('INTERRUPTED', 500)
 
 export const API_ERROR_CODES = [

@@ -132,14 +132,15 @@ export class Scheduler {
       if (job.nextAttemptAt && Date.parse(job.nextAttemptAt) > this.clock()) this.#later(job)
       else this.#enqueue(job)
     }
+    // Oldest end first, as #prune expects; the jobs failed below end now, after them.
+    const ended = records.filter((j) => FINAL_STATES.has(j.state)).sort((a, b) => a.finishedAt.localeCompare(b.finishedAt))
+    for (const job of ended) this.finished.add(job.id)
     for (const job of interrupted) {
-      const err = new InterruptedError(`the daemon stopped (a crash or kill) during each of the job's ${job.attempts} attempts`)
+      const err = new InterruptedError(`the daemon stopped (a crash or kill) during the job's last attempt (${job.attempts} of ${this.config.targets[job.target].retry.attempts})`)
       // A job failed for good, counted like those that fail in #attempt (its last attempt's time is unknown).
       this.metrics.transferDone(job, this.config.targets[job.target].type, 'failed', 0, err.code)
       await this.#finish(job, 'failed', err)
     }
-    const ended = records.filter((j) => FINAL_STATES.has(j.state)).sort((a, b) => a.finishedAt.localeCompare(b.finishedAt))
-    for (const job of ended) this.finished.add(job.id)
     this.logger.info({ jobs: records.length, unfinished: this.unfinished, requeued }, 'recovered jobs from the journal')
     await this.prune()
     this.pruneTimer = setInterval(() => this.prune().catch((err) => this.logger.error({ err }, 'prune failed')), 60000)
@@ -248,6 +249,9 @@ export class Scheduler {
   }
 
   async cancel (id) {
+    // A job whose first record is still being written is cancelled once it is accepted; one whose
+    // write fails was never accepted (JOB_NOT_FOUND).
+    await this.persisting.get(id)?.catch(() => {})
     const job = this.get(id)
     if (FINAL_STATES.has(job.state)) throw new JobFinishedError(`job ${id} already ${job.state}`)
     // Verified and being published (maybe already renamed into place by the server, its answer
@@ -325,6 +329,7 @@ export class Scheduler {
   }
 
   #enqueue (job) {
+    if (job.state !== 'queued') return // cancelled before its start came
     const q = this.queues.get(job.target)
     q.queue.push(job)
     this.#pump(q)

@@ -146,6 +146,44 @@ describe('scheduler races', () => {
     expect(a.state).toBe('succeeded')
   })
 
+  it('a cancel while the job\'s first record is being written waits for it: counts stay right, written or not', async () => {
+    const a = await submit('a')
+    await started(1) // a holds the target's only slot
+    const put = store.put
+    const gates = []
+    store.put = function (record, opts) {
+      if (record.id.startsWith('gated') && record.state === 'queued' && record.attempts === 0) {
+        return new Promise((resolve, reject) => gates.push({ resolve: () => put.call(this, record, opts).then(resolve, reject), reject }))
+      }
+      return put.call(this, record, opts)
+    }
+    try {
+      // Written: the cancel takes the job once it is accepted, and it is never queued.
+      const spec = (id) => ({ id, direction: 'download', target: 't', local: path.join(root, id), remote: `/${id}` })
+      const accepted = scheduler.submit(spec('gated-ok-1'))
+      while (gates.length < 1) await tick()
+      const cancelled = scheduler.cancel('gated-ok-1')
+      gates[0].resolve()
+      expect((await accepted).created).toBe(true)
+      expect((await cancelled).state).toBe('cancelled')
+      await tick()
+      expect(scheduler.stats()).toMatchObject({ unfinished: 1, running: 1, waiting: 0, queued: 0 }) // before: queued 1
+      // Not written: never accepted, so there is nothing to cancel, and nothing is counted twice.
+      const refused = scheduler.submit(spec('gated-no-1'))
+      while (gates.length < 2) await tick()
+      const notFound = scheduler.cancel('gated-no-1')
+      gates[1].reject(Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' }))
+      await expect(refused).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' })
+      await expect(notFound).rejects.toMatchObject({ code: 'JOB_NOT_FOUND' })
+      expect(scheduler.stats()).toMatchObject({ unfinished: 1, waiting: 0, queued: 0 }) // before: unfinished 0, then −1
+      await scheduler.prune() // before: a TypeError for the id left in the finished set
+    } finally {
+      store.put = put
+    }
+    ctl.runs[0].resolve({ bytes: 0, size: 0, sha256: 'x' })
+    await scheduler.waitForEnd(a.id, 1000)
+  })
+
   it('a retryable failure during the shutdown grace leaves the job queued for the next start, not failed', async () => {
     const a = await submit('a')
     await started(1)
@@ -195,5 +233,24 @@ describe('scheduler races', () => {
     for (let i = 0; i < 100 && a.state !== 'succeeded'; i++) await tick()
     expect(a).toMatchObject({ state: 'succeeded', rate: 200 })
     expect(ctl.done).toEqual([{ outcome: 'succeeded', seconds: 2, moved: 400 }])
+  })
+})
+
+describe('scheduler recovery', () => {
+  it('prunes the oldest finished job first after a restart that fails an interrupted one', async () => {
+    const now = Date.now()
+    const iso = (ms) => new Date(ms).toISOString()
+    const job = (over) => ({ direction: 'download', target: 't', local: path.join(root, over.id), remote: `/${over.id}`, overwrite: false, bytes: 0, error: null, nextAttemptAt: null, updatedAt: iso(now), ...over })
+    await store.put(job({ id: 'old-done-01', state: 'succeeded', attempts: 1, createdAt: iso(now - 7200e3), startedAt: iso(now - 7200e3), finishedAt: iso(now - 3600e3) }))
+    await store.put(job({ id: 'crashed-001', state: 'running', attempts: 3, createdAt: iso(now - 1000), startedAt: iso(now - 1000), finishedAt: null }))
+    await scheduler.stop(0)
+    await store.close()
+    store = await openJobStore({ dir: stateDir })
+    const config = validateConfig({ stateDir, roots: [root], logLevel: 'silent', queue: { keepFinished: 1 }, retry: { attempts: 3 }, targets: { t: { type: 'file', dir: await tempDir('sched-store-'), concurrency: 1 } } })
+    const noop = () => {}
+    scheduler = new Scheduler({ config, store, backends: { t: {} }, metrics: { jobAccepted: noop, transferDone: noop, retry: noop, jobFinished: noop }, logger: { info: noop, warn: noop, error: noop, debug: noop } })
+    await scheduler.recover()
+    expect(scheduler.jobs.has('old-done-01')).toBe(false) // before: the new INTERRUPTED one was pruned, the hour-old one kept
+    expect(scheduler.jobs.get('crashed-001')).toMatchObject({ state: 'failed', error: { code: 'INTERRUPTED', message: expect.stringContaining('last attempt (3 of 3)') } })
   })
 })

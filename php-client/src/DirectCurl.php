@@ -189,6 +189,7 @@ final class DirectCurl
     private function put(string $url, string $local, string $mode, array $expected): int
     {
         error_clear_last();
+        clearstatcache(true, $local); // PHP caches a path's stat: a file rewritten since would send its old size
         $size = @filesize($local);
         if ($size === false) {
             throw new TransferException(sprintf('cannot stat %s: %s', $local, error_get_last()['message'] ?? 'unknown error'));

@@ -70,6 +70,21 @@ final class DirectCurlTest extends IntegrationTestCase
      * the streamed call after it (and in its sidecar_php_peak_memory_bytes). The connection is
      * still reused (one share for the object's handles).
      */
+    public function testAStreamedUploadSendsTheFilesSizeNowNotTheOnePhpCachedBefore(): void
+    {
+        $curl = new DirectCurl(self::unixClient());
+        $file = static::$dir . '/direct-resized.bin';
+        $url = self::env('HTTPD_UPLOAD_URL') . sprintf('php-direct-%s-resized.bin', self::$run);
+        file_put_contents($file, str_repeat('a', 1000));
+        $curl->uploadHttp($url, $file, 'streamed'); // PHP caches the file's stat
+        file_put_contents($file, str_repeat('b', 100000)); // a write does not clear that cache
+        $curl->uploadHttp($url, $file, 'streamed'); // before: Content-Length 1000, then "sent 100000 of 1000 bytes"
+        $back = static::$dir . '/direct-resized.back';
+        $curl->downloadHttp($url, $back, 'streamed');
+        clearstatcache();
+        self::assertSame(str_repeat('b', 100000), file_get_contents($back));
+    }
+
     public function testABufferedDownloadLeavesNothingBehindForTheNextCall(): void
     {
         $curl = new DirectCurl();

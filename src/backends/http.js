@@ -125,7 +125,8 @@ export function createHttpBackend (target) {
       const headers = ranged ? { range: `bytes=${offset}-${length === undefined ? '' : offset + length - 1}` } : {}
       if (offset > 0 && ifVersion) headers['if-range'] = ifVersion
       // The answer streamed: 206 to a range, or 200 with all of a file changed since (If-Range).
-      const wanted = (status) => status === (ranged && !(status === 200 && offset > 0 && length === undefined) ? 206 : 200)
+      const whole = (status) => status === 200 && offset > 0 && length === undefined
+      const wanted = (status) => status === (ranged && !whole(status) ? 206 : 200)
       // Plain-http bodies read straight into the transfer's pool buffers (see http-get.js).
       const res = pool && base.protocol === 'http:'
         ? await pooledGet(urlFor(remote), { headers, signal, pool, zeroCopy: wanted, idleMs: target.timeouts?.idleMs, connectMs: target.timeouts?.connectMs })
@@ -139,12 +140,11 @@ export function createHttpBackend (target) {
         if (st?.size === offset) return { stream: Readable.from([]), size: offset, version: st.version ?? version, offset }
         throw statusError(416, `GET ${remote}: HTTP 416, the range starts at ${offset} and the file has ${st?.size ?? 'no'} bytes`)
       }
-      const whole = res.statusCode === 200 && offset > 0 && length === undefined
       if (!wanted(res.statusCode)) throw await fail(res, `GET ${remote}`)
       // A 206 says which bytes it holds, and a server may send fewer than asked (RFC 9110 15.3.7):
       // where the body starts and the file's size come from its Content-Range when it has one.
       const held = res.statusCode === 206 ? /^bytes (\d+)-\d+\/(\d+|\*)$/.exec(res.headers['content-range'] ?? '') : null
-      const start = whole ? 0 : held ? Number(held[1]) : offset
+      const start = whole(res.statusCode) ? 0 : held ? Number(held[1]) : offset
       const received = res.headers['content-length']
       const size = length !== undefined ? null : held && held[2] !== '*' ? Number(held[2]) : received === undefined ? null : start + Number(received)
       return { stream: res.body, size, version, offset: start }

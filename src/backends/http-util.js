@@ -103,15 +103,6 @@ export async function readSmall (body, limit = ERROR_BODY_LIMIT) {
   return Buffer.concat(chunks).toString('utf8')
 }
 
-export async function readJson (res) {
-  const text = await readSmall(res.body)
-  try {
-    return JSON.parse(text)
-  } catch {
-    throw new RemoteRejectedError(`expected JSON from the server, got ${JSON.stringify(text.slice(0, 200))}`)
-  }
-}
-
 export function firstLine (text, max = 500) {
   const line = String(text ?? '').split('\n')[0].trim()
   return line.length > max ? line.slice(0, max) + '…' : line

@@ -14,7 +14,7 @@ import { request } from 'undici'
 import { startHttpd } from './harness/httpd.js'
 import { startHdfs } from './harness/hdfs.js'
 import { startPrometheus } from './harness/prometheus.js'
-import { startTestSidecar, tempDir, waitFor } from './helpers/sidecar.js'
+import { startTestSidecar, tempDir, waitFor, spoolJob } from './helpers/sidecar.js'
 import { makeFile } from './helpers/files.js'
 import promClient from 'prom-client'
 import { client as metricsClient, createMetrics, sizeClass, SIZE_CLASSES } from '../src/metrics.js'
@@ -549,7 +549,7 @@ describe('end to end: Prometheus scraping the daemon', () => {
     }
     // A job through the spool.
     const id = `spooled-job-r${n}`
-    await fs.writeFile(path.join(sc.config.spool.dir, `${id}.json`), JSON.stringify({ id, direction: 'upload', target: 'local', local: files[1], remote: `/spool/r${n}.bin` }))
+    await spoolJob(sc.config.spool.dir, { id, direction: 'upload', target: 'local', local: files[1], remote: `/spool/r${n}.bin` })
     await waitFor(async () => (await sc.api.job(id)).json?.state === 'succeeded')
     // php-curl transfers and hand-offs from PHP.
     const input = JSON.stringify({

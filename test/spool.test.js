@@ -3,7 +3,7 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { startTestSidecar, tempDir, waitFor } from './helpers/sidecar.js'
+import { startTestSidecar, tempDir, waitFor, spoolJob } from './helpers/sidecar.js'
 import { LocalIoError } from '../src/errors.js'
 
 let sc, root, spool, outside
@@ -76,8 +76,17 @@ describe('spool housekeeping', () => {
 // What fails on our side (out of descriptors, a 5xx of the daemon) is not the spooled job's fault:
 // the file stays for the next scan, and the files after it are ingested meanwhile.
 describe('spool failures of the daemon', () => {
-  const job = (id) => JSON.stringify({ id, direction: 'upload', target: 'local', local: path.join(root, 'spooled.txt'), remote: `/spooled/${id}.txt` })
+  const job = (id) => ({ id, direction: 'upload', target: 'local', local: path.join(root, 'spooled.txt'), remote: `/spooled/${id}.txt` })
   const known = async (id) => (await sc.api.job(id)).status === 200
+  // Waits until the daemon knows every one of `ids`; if it does not, says what the spool holds.
+  const ingested = async (ids) => {
+    try {
+      await waitFor(async () => (await Promise.all(ids.map(known))).every(Boolean))
+    } catch (err) {
+      const reasons = await fs.readdir(rejected()).catch(() => []).then((names) => Promise.all(names.filter((n) => n.endsWith('.error.json')).map((n) => fs.readFile(path.join(rejected(), n), 'utf8').then((r) => `${n}: ${r.trim()}`))))
+      throw new Error(`${err.message}; unknown: ${(await Promise.all(ids.map(async (id) => await known(id) ? null : id))).filter(Boolean)}; spool: ${await fs.readdir(spool)}; rejected: ${reasons.join(' | ')}`)
+    }
+  }
 
   it('a file it cannot open for now (EMFILE) is read again at the next scan, not rejected', async () => {
     await fs.writeFile(path.join(root, 'spooled.txt'), 'spooled\n')
@@ -89,8 +98,8 @@ describe('spool failures of the daemon', () => {
       return open.call(fs, p, ...rest)
     }
     try {
-      await fs.writeFile(path.join(spool, `${id}.json`), job(id))
-      await waitFor(() => known(id))
+      await spoolJob(spool, job(id))
+      await ingested([id])
     } finally {
       fs.open = open
     }
@@ -114,14 +123,14 @@ describe('spool failures of the daemon', () => {
       return String(args[0]) === spool ? [...names.filter((n) => n.startsWith(blocker)), ...names.filter((n) => !n.startsWith(blocker))] : names
     }
     try {
-      for (const id of [blocker, ...others]) await fs.writeFile(path.join(spool, `${id}.json`), job(id))
-      await waitFor(async () => (await Promise.all(others.map(known))).every(Boolean))
+      for (const id of [blocker, ...others]) await spoolJob(spool, job(id))
+      await ingested(others)
       expect(await exists(path.join(spool, `${blocker}.json`))).toBe(true)
       expect(await exists(path.join(rejected(), `${blocker}.json`))).toBe(false)
     } finally {
       sc.scheduler.submit = submit
       fs.readdir = readdir
     }
-    await waitFor(() => known(blocker)) // the next scan, once the daemon takes it
+    await ingested([blocker]) // the next scan, once the daemon takes it
   })
 })

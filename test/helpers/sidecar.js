@@ -120,6 +120,14 @@ export function printed (child, text, what) {
   })
 }
 
+// Puts a job in a running daemon's spool as the PHP client does: written under a temp name, then
+// renamed. A file written in place can be scanned while still empty, and is then rejected as invalid.
+export async function spoolJob (dir, body) {
+  const temp = path.join(dir, `.tmp-${body.id}-${Math.random().toString(16).slice(2, 14).padEnd(12, '0')}`)
+  await fs.writeFile(temp, JSON.stringify(body))
+  await fs.rename(temp, path.join(dir, `${body.id}.json`))
+}
+
 export async function waitFor (fn, { timeoutMs = 30000, intervalMs = 20 } = {}) {
   const end = Date.now() + timeoutMs
   for (;;) {

@@ -19,7 +19,7 @@ import { describeConfig } from '../src/config.js'
 
 const HELP = `transfer-sidecar — takes file transfer jobs from PHP and streams them to WebHDFS, httpd/WebDAV or a local store
 
-Usage: transfer-sidecar [--config FILE] [--check-config]
+Usage: transfer-sidecar [--config FILE] [--check-config] [--help] [--version]
 
 Options:
   -c, --config FILE   JSON config file (default: $SIDECAR_CONFIG; without either, the embedded
@@ -86,13 +86,15 @@ function stop () {
 // Handled from the start: a signal during it (journal replay, spool scan, listeners) must not kill
 // the daemon in the middle of a journal write, as a crash would; the stop follows once the start is
 // done, and no job is started meanwhile (holdJobs): recovered jobs stay queued, their attempts
-// untouched.
-for (const signal of ['SIGTERM', 'SIGINT']) {
-  process.once(signal, () => {
-    if (sidecar) stop()
-    else stopRequested = true
-  })
+// untouched. Only the first signal: a second SIGTERM or SIGINT (a double Ctrl-C, or a Ctrl-C after
+// the service manager's SIGTERM) takes its default action and ends the daemon at once, as a crash.
+const SIGNALS = ['SIGTERM', 'SIGINT']
+function onSignal () {
+  for (const signal of SIGNALS) process.removeListener(signal, onSignal)
+  if (sidecar) stop()
+  else stopRequested = true
 }
+for (const signal of SIGNALS) process.on(signal, onSignal)
 try {
   sidecar = await startSidecar(config, { holdJobs: () => stopRequested })
 } catch (err) {

@@ -115,9 +115,29 @@ function checkKeys (obj, allowed, where) {
 function int (value, field, { min = 0, max = Number.MAX_SAFE_INTEGER, fallback }) {
   if (value === undefined) return fallback
   if (!Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigError(field, mustBe(`must be an integer from ${min} to ${max}`, value))
+    throw new ConfigError(field, mustBe(max === Number.MAX_SAFE_INTEGER ? `must be an integer of at least ${min}` : `must be an integer from ${min} to ${max}`, value))
   }
   return value
+}
+
+// Every mistake in one run, not only the first: each field is checked on its own by
+// `check(fn, fallback)`, which returns what fn returns or, after a mistake, `fallback` (a stand-in
+// for the checks after it); `check.done()` then throws them all together.
+function collector () {
+  const errors = []
+  const check = (fn, fallback = null) => {
+    try {
+      return fn()
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err
+      errors.push(...err.errors)
+      return fallback
+    }
+  }
+  check.done = () => {
+    if (errors.length) throw ConfigError.all(errors)
+  }
+  return check
 }
 
 function absDir (value, field) {
@@ -144,11 +164,14 @@ function realDir (value, field, { create = false } = {}) {
 const MAX_TIMER_MS = 2 ** 31 - 1
 // Bounds of the integer fields of the sections, where they are not 0 … Number.MAX_SAFE_INTEGER.
 const BOUNDS = {
+  'queue.limit': { min: 1 },
+  'retry.attempts': { min: 1 },
   'retry.baseDelayMs': { max: MAX_TIMER_MS },
   'retry.maxDelayMs': { max: MAX_TIMER_MS },
   'timeouts.connectMs': { max: MAX_TIMER_MS },
   'timeouts.idleMs': { max: MAX_TIMER_MS },
   'spool.intervalMs': { min: 1, max: MAX_TIMER_MS },
+  'callbacks.attempts': { min: 1 },
   'callbacks.baseDelayMs': { max: MAX_TIMER_MS },
   'callbacks.maxDelayMs': { max: MAX_TIMER_MS },
   'callbacks.timeoutMs': { min: 1, max: MAX_TIMER_MS }
@@ -158,11 +181,13 @@ const BOUNDS = {
 function section (value, field, spec, kind = field) {
   if (value === undefined) return { ...spec }
   if (!isObject(value)) throw new ConfigError(field, 'must be an object')
-  checkKeys(value, Object.keys(spec), `${field}.`)
+  const check = collector()
+  check(() => checkKeys(value, Object.keys(spec), `${field}.`))
   const out = {}
   for (const [key, fallback] of Object.entries(spec)) {
-    out[key] = int(value[key], `${field}.${key}`, { min: 0, ...BOUNDS[`${kind}.${key}`], fallback })
+    out[key] = check(() => int(value[key], `${field}.${key}`, { min: 0, ...BOUNDS[`${kind}.${key}`], fallback }), fallback)
   }
+  check.done()
   return out
 }
 
@@ -215,47 +240,60 @@ function validateTarget (name, t, top) {
   if (name === '__proto__') throw new ConfigError(field, '__proto__ is reserved; choose another target name')
   if (!isObject(t)) throw new ConfigError(field, 'must be an object')
   if (typeof t.type !== 'string' || !Object.hasOwn(TARGET_KEYS, t.type)) throw new ConfigError(`${field}.type`, mustBe(`must be one of ${Object.keys(TARGET_KEYS).join(', ')}`, t.type))
-  checkKeys(t, TARGET_KEYS[t.type], `${field}.`)
+  const check = collector()
+  const flag = (key, fallback) => check(() => {
+    if (t[key] !== undefined && typeof t[key] !== 'boolean') throw new ConfigError(`${field}.${key}`, 'must be true or false')
+    return t[key] ?? fallback
+  })
+  check(() => checkKeys(t, TARGET_KEYS[t.type], `${field}.`))
   const out = {
     name,
     type: t.type,
-    concurrency: int(t.concurrency, `${field}.concurrency`, { min: 1, max: 1024, fallback: DEFAULTS.concurrency }),
-    retry: section(t.retry, `${field}.retry`, top.retry, 'retry'),
-    timeouts: section(t.timeouts, `${field}.timeouts`, top.timeouts, 'timeouts'),
-    tempSuffix: tempSuffix(t.tempSuffix, `${field}.tempSuffix`),
-    digest: t.digest ?? 'sha256'
-  }
-  if (!DIGESTS.includes(out.digest)) throw new ConfigError(`${field}.digest`, 'must be "sha256" (hash every byte) or "none" (the size is still checked)')
-  if (out.retry.attempts < 1) throw new ConfigError(`${field}.retry.attempts`, 'must be at least 1')
-  if (t.type === 'webhdfs') {
-    if (!Array.isArray(t.namenodes) || t.namenodes.length === 0) throw new ConfigError(`${field}.namenodes`, 'must be a non-empty array of namenode HTTP URLs, e.g. ["http://nn1:9870"]')
-    out.namenodes = t.namenodes.map((u, i) => {
-      const url = httpUrl(u, `${field}.namenodes[${i}]`)
-      if (url.pathname !== '/') throw new ConfigError(`${field}.namenodes[${i}]`, 'give only scheme, host and port; /webhdfs/v1 is added')
-      return url.origin
+    concurrency: check(() => int(t.concurrency, `${field}.concurrency`, { min: 1, max: 1024, fallback: DEFAULTS.concurrency })),
+    retry: check(() => section(t.retry, `${field}.retry`, top.retry, 'retry')),
+    timeouts: check(() => section(t.timeouts, `${field}.timeouts`, top.timeouts, 'timeouts')),
+    tempSuffix: check(() => tempSuffix(t.tempSuffix, `${field}.tempSuffix`)),
+    digest: check(() => {
+      const digest = t.digest ?? 'sha256'
+      if (!DIGESTS.includes(digest)) throw new ConfigError(`${field}.digest`, 'must be "sha256" (hash every byte) or "none" (the size is still checked)')
+      return digest
     })
-    if (t.user !== undefined && (typeof t.user !== 'string' || !/^[A-Za-z0-9_.@-]{1,128}$/.test(t.user))) throw new ConfigError(`${field}.user`, 'must be a user name')
-    out.user = t.user ?? null
-    out.base = remoteBase(t.base ?? '/', `${field}.base`)
-    // A delegation token as HDFS encodes it (URL-safe base64); it travels as a query parameter.
-    if (t.delegation !== undefined && t.delegation !== null && (typeof t.delegation !== 'string' || !/^[A-Za-z0-9_-]{8,4096}$/.test(t.delegation))) {
-      throw new ConfigError(`${field}.delegation`, 'must be a delegation token string (URL-safe base64, as `hdfs fetchdt` or GETDELEGATIONTOKEN prints it)')
-    }
-    out.delegation = t.delegation ?? null
-    out.headers = extraHeaders(t.headers, `${field}.headers`)
-    if (t.checksum !== undefined && typeof t.checksum !== 'boolean') throw new ConfigError(`${field}.checksum`, 'must be true or false')
-    out.checksum = t.checksum ?? DEFAULTS.webhdfsChecksum
-  } else if (t.type === 'http') {
-    const url = httpUrl(t.url, `${field}.url`)
-    if (!url.pathname.endsWith('/')) url.pathname += '/'
-    out.url = url.href
-    if (t.atomic !== undefined && typeof t.atomic !== 'boolean') throw new ConfigError(`${field}.atomic`, 'must be true or false')
-    out.atomic = t.atomic ?? true
-    if (t.atomicPut !== undefined && typeof t.atomicPut !== 'boolean') throw new ConfigError(`${field}.atomicPut`, 'must be true or false')
-    out.atomicPut = t.atomicPut ?? false
-  } else {
-    out.dir = realDir(t.dir, `${field}.dir`, { create: true })
   }
+  if (t.type === 'webhdfs') {
+    out.namenodes = check(() => {
+      if (!Array.isArray(t.namenodes) || t.namenodes.length === 0) throw new ConfigError(`${field}.namenodes`, 'must be a non-empty array of namenode HTTP URLs, e.g. ["http://nn1:9870"]')
+      return t.namenodes.map((u, i) => check(() => {
+        const url = httpUrl(u, `${field}.namenodes[${i}]`)
+        if (url.pathname !== '/') throw new ConfigError(`${field}.namenodes[${i}]`, 'give only scheme, host and port; /webhdfs/v1 is added')
+        return url.origin
+      }))
+    })
+    out.user = check(() => {
+      if (t.user !== undefined && (typeof t.user !== 'string' || !/^[A-Za-z0-9_.@-]{1,128}$/.test(t.user))) throw new ConfigError(`${field}.user`, 'must be a user name')
+      return t.user ?? null
+    })
+    out.base = check(() => remoteBase(t.base ?? '/', `${field}.base`))
+    // A delegation token as HDFS encodes it (URL-safe base64); it travels as a query parameter.
+    out.delegation = check(() => {
+      if (t.delegation !== undefined && t.delegation !== null && (typeof t.delegation !== 'string' || !/^[A-Za-z0-9_-]{8,4096}$/.test(t.delegation))) {
+        throw new ConfigError(`${field}.delegation`, 'must be a delegation token string (URL-safe base64, as `hdfs fetchdt` or GETDELEGATIONTOKEN prints it)')
+      }
+      return t.delegation ?? null
+    })
+    out.headers = check(() => extraHeaders(t.headers, `${field}.headers`))
+    out.checksum = flag('checksum', DEFAULTS.webhdfsChecksum)
+  } else if (t.type === 'http') {
+    out.url = check(() => {
+      const url = httpUrl(t.url, `${field}.url`)
+      if (!url.pathname.endsWith('/')) url.pathname += '/'
+      return url.href
+    })
+    out.atomic = flag('atomic', true)
+    out.atomicPut = flag('atomicPut', false)
+  } else {
+    out.dir = check(() => realDir(t.dir, `${field}.dir`, { create: true }))
+  }
+  check.done()
   return Object.freeze(out)
 }
 
@@ -316,8 +354,10 @@ function groupId (group) {
 function validateSpool (value, stateDir) {
   if (value !== undefined && !isObject(value)) throw new ConfigError('spool', 'must be an object')
   const { dir, ...rest } = value ?? {}
-  const out = section(rest, 'spool', DEFAULTS.spool)
-  out.dir = realDir(dir ?? path.join(stateDir, 'spool'), 'spool.dir', { create: true })
+  const check = collector()
+  const out = check(() => section(rest, 'spool', DEFAULTS.spool), {})
+  out.dir = check(() => realDir(dir ?? path.join(stateDir, 'spool'), 'spool.dir', { create: true }))
+  check.done()
   return Object.freeze(out)
 }
 
@@ -326,44 +366,43 @@ function validateSpool (value, stateDir) {
 // in the background within syncIntervalMs.
 function validateJournal (value) {
   if (value !== undefined && !isObject(value)) throw new ConfigError('journal', 'must be an object')
-  checkKeys(value ?? {}, Object.keys(DEFAULTS.journal), 'journal.')
+  const check = collector()
+  check(() => checkKeys(value ?? {}, Object.keys(DEFAULTS.journal), 'journal.'))
   const { sync = DEFAULTS.journal.sync, syncIntervalMs } = value ?? {}
-  if (sync !== 'fsync' && sync !== 'write') throw new ConfigError('journal.sync', 'must be "fsync" or "write"')
-  return Object.freeze({
-    sync,
-    syncIntervalMs: int(syncIntervalMs, 'journal.syncIntervalMs', { min: 1, max: 60000, fallback: DEFAULTS.journal.syncIntervalMs })
+  check(() => {
+    if (sync !== 'fsync' && sync !== 'write') throw new ConfigError('journal.sync', 'must be "fsync" or "write"')
   })
+  const out = {
+    sync,
+    syncIntervalMs: check(() => int(syncIntervalMs, 'journal.syncIntervalMs', { min: 1, max: 60000, fallback: DEFAULTS.journal.syncIntervalMs }))
+  }
+  check.done()
+  return Object.freeze(out)
 }
 
 function validateCallbacks (value) {
   if (value !== undefined && !isObject(value)) throw new ConfigError('callbacks', 'must be an object')
   const { allow = [], secret = null, ...rest } = value ?? {}
-  if (!Array.isArray(allow)) throw new ConfigError('callbacks.allow', 'must be an array of URL prefixes, e.g. ["http://127.0.0.1:8080/hooks/"]')
-  const prefixes = allow.map((p, i) => {
-    const url = httpUrl(p, `callbacks.allow[${i}]`)
-    if (!url.pathname.endsWith('/')) throw new ConfigError(`callbacks.allow[${i}]`, 'must end with "/" so that it is a path prefix')
-    return url.href
+  const check = collector()
+  const prefixes = check(() => {
+    if (!Array.isArray(allow)) throw new ConfigError('callbacks.allow', 'must be an array of URL prefixes, e.g. ["http://127.0.0.1:8080/hooks/"]')
+    return allow.map((p, i) => check(() => {
+      const url = httpUrl(p, `callbacks.allow[${i}]`)
+      if (!url.pathname.endsWith('/')) throw new ConfigError(`callbacks.allow[${i}]`, 'must end with "/" so that it is a path prefix')
+      return url.href
+    }))
   })
-  if (secret !== null && (typeof secret !== 'string' || secret.length < 16)) throw new ConfigError('callbacks.secret', 'must be null or a string of at least 16 characters')
-  const out = section(rest, 'callbacks', DEFAULTS.callbacks)
-  if (out.attempts < 1) throw new ConfigError('callbacks.attempts', 'must be at least 1')
+  check(() => {
+    if (secret !== null && (typeof secret !== 'string' || secret.length < 16)) throw new ConfigError('callbacks.secret', 'must be null or a string of at least 16 characters')
+  })
+  const out = check(() => section(rest, 'callbacks', DEFAULTS.callbacks))
+  check.done()
   return Object.freeze({ ...out, allow: Object.freeze(prefixes), secret })
 }
 
 export function validateConfig (raw, { env = process.env } = {}) {
   if (!isObject(raw)) throw new ConfigError('(top level)', 'must be a JSON object')
-  // Every mistake that can be found in one pass, not only the first: each field is checked on its
-  // own, with a stand-in value where a later check needs one; all are thrown together at the end.
-  const errors = []
-  const check = (fn, fallback = null) => {
-    try {
-      return fn()
-    } catch (err) {
-      if (!(err instanceof ConfigError)) throw err
-      errors.push(err)
-      return fallback
-    }
-  }
+  const check = collector()
   check(() => checkKeys(raw, [...KNOWN_TOP], ''))
   const token = check(() => {
     const token = raw.token ?? null
@@ -397,16 +436,8 @@ export function validateConfig (raw, { env = process.env } = {}) {
   const socketGroup = raw.socketGroup ?? null
   const socketGid = check(() => groupId(socketGroup))
 
-  const queue = check(() => {
-    const queue = section(raw.queue, 'queue', DEFAULTS.queue)
-    if (queue.limit < 1) throw new ConfigError('queue.limit', 'must be at least 1')
-    return queue
-  }, { ...DEFAULTS.queue })
-  const retry = check(() => {
-    const retry = section(raw.retry, 'retry', DEFAULTS.retry)
-    if (retry.attempts < 1) throw new ConfigError('retry.attempts', 'must be at least 1')
-    return retry
-  }, { ...DEFAULTS.retry })
+  const queue = check(() => section(raw.queue, 'queue', DEFAULTS.queue), { ...DEFAULTS.queue })
+  const retry = check(() => section(raw.retry, 'retry', DEFAULTS.retry), { ...DEFAULTS.retry })
   const timeouts = check(() => section(raw.timeouts, 'timeouts', DEFAULTS.timeouts), { ...DEFAULTS.timeouts })
 
   const targets = {}
@@ -424,7 +455,7 @@ export function validateConfig (raw, { env = process.env } = {}) {
   const spool = stateDir === null ? null : check(() => validateSpool(raw.spool, stateDir))
   const callbacks = check(() => validateCallbacks(raw.callbacks))
   const journal = check(() => validateJournal(raw.journal))
-  if (errors.length) throw ConfigError.all(errors)
+  check.done()
 
   return Object.freeze({
     listen: Object.freeze(listen),

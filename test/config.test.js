@@ -128,10 +128,29 @@ describe('config validation', () => {
     }))
     const bad = await run(process.execPath, [BIN, '--check-config', '--config', file]).catch((e) => e)
     expect(bad.code).toBe(2)
-    for (const line of ['config: queue.limit: must be at least 1', 'config: targets.h.url: is required', 'config: targets.w.namenodes[0]: must be an http(s) URL, got "ftp://x"', 'config: logLevel: must be one of']) {
+    for (const line of ['config: queue.limit: must be an integer of at least 1, got 0', 'config: targets.h.url: is required', 'config: targets.w.namenodes[0]: must be an http(s) URL, got "ftp://x"', 'config: logLevel: must be one of']) {
       expect(bad.stderr).toContain(line)
     }
     expect(() => validateConfig(JSON.parse(fsSync.readFileSync(file, 'utf8')))).toThrow(expect.objectContaining({ field: 'queue.limit' })) // the first
+  })
+
+  it('reports every mistake within one section or target too, not only its first', async () => {
+    const raw = {
+      ...await base(),
+      retry: { baseDelayMs: -1, maxDelayMs: -1, attempts: 0 },
+      journal: { sync: 'later', syncIntervalMs: 0 },
+      callbacks: { allow: ['ftp://x/', 'http://h/no-slash'], secret: 'short', attempts: 0 },
+      targets: { hdfs: { type: 'webhdfs', concurrency: 0, namenodes: ['nn1:9870', 'http://nn2:9870/x'], checksum: 'yes', user: 'a b', digest: 'md5', retry: { attempts: 0, idle: 1 } } }
+    }
+    const err = (() => { try { validateConfig(raw) } catch (e) { return e } })()
+    expect(err.errors.map((e) => e.field)).toEqual([
+      'retry.attempts', 'retry.baseDelayMs', 'retry.maxDelayMs',
+      'targets.hdfs.concurrency', 'targets.hdfs.retry.idle', 'targets.hdfs.retry.attempts', 'targets.hdfs.digest',
+      'targets.hdfs.namenodes[0]', 'targets.hdfs.namenodes[1]', 'targets.hdfs.user', 'targets.hdfs.checksum',
+      'callbacks.allow[0]', 'callbacks.allow[1]', 'callbacks.secret', 'callbacks.attempts',
+      'journal.sync', 'journal.syncIntervalMs'
+    ])
+    expect(err.message.split('\n')).toHaveLength(17)
   })
 
   it('the CLI exits 2 with the field named, and --check-config hides the token', async () => {

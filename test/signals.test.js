@@ -5,6 +5,7 @@
 import { describe, it, expect } from 'vitest'
 import { spawn } from 'node:child_process'
 import fs from 'node:fs/promises'
+import net from 'node:net'
 import path from 'node:path'
 import { tempDir } from './helpers/sidecar.js'
 
@@ -87,4 +88,50 @@ describe('signals', () => {
       await second.exited
     }
   })
+
+  // A second signal of either kind ends a shutdown that waits for its transfers: a Ctrl-C after the
+  // service manager's SIGTERM as well as a double Ctrl-C.
+  for (const [first, second] of [['SIGTERM', 'SIGINT'], ['SIGINT', 'SIGTERM'], ['SIGTERM', 'SIGTERM']]) {
+    it(`${first} then ${second} while a transfer holds the shutdown: the daemon ends at once`, async () => {
+      const dir = await tempDir('signals-')
+      const root = path.join(dir, 'root')
+      await fs.mkdir(root)
+      await fs.writeFile(path.join(root, 'a.txt'), 'a\n')
+      // A server that takes the upload's connection and never answers.
+      const sockets = new Set()
+      const stall = net.createServer((socket) => { sockets.add(socket); socket.on('error', () => {}) })
+      await new Promise((resolve) => stall.listen(0, '127.0.0.1', resolve))
+      const cfg = path.join(dir, 'cfg.json')
+      await fs.writeFile(cfg, JSON.stringify({
+        listen: [`unix:${path.join(dir, 's.sock')}`],
+        stateDir: path.join(dir, 'state'),
+        roots: [root],
+        shutdownGraceMs: 600000,
+        logLevel: 'info',
+        targets: { h: { type: 'http', url: `http://127.0.0.1:${stall.address().port}/` } }
+      }))
+      const daemon = run(cfg)
+      try {
+        await until(() => daemon.out().includes('transfer-sidecar listening'))
+        const line = JSON.stringify({ direction: 'upload', target: 'h', local: path.join(root, 'a.txt'), remote: '/a.txt' }) + '\n'
+        const answer = await new Promise((resolve, reject) => {
+          const c = net.connect(path.join(dir, 's.sock'), () => c.write(line))
+          c.once('data', (d) => { resolve(JSON.parse(d)); c.end() })
+          c.once('error', reject)
+        })
+        expect(answer.status).toBe(202)
+        await until(() => sockets.size > 0) // the upload is under way, and stalls
+        daemon.child.kill(first)
+        await until(() => daemon.out().includes('waiting for running transfers'))
+        daemon.child.kill(second)
+        const ended = await Promise.race([daemon.exited, new Promise((resolve) => setTimeout(resolve, 5000, 'still running 5 s later'))])
+        expect(ended).toEqual({ code: null, signal: second })
+      } finally {
+        daemon.child.kill('SIGKILL')
+        await daemon.exited
+        for (const socket of sockets) socket.destroy()
+        stall.close()
+      }
+    })
+  }
 })

@@ -11,7 +11,6 @@
 // of the daemon's heap; ~1.0 when every record's JSON was kept).
 import fs from 'node:fs/promises'
 import { createReadStream, writeSync, ftruncateSync, fstatSync, constants as C } from 'node:fs'
-import readline from 'node:readline'
 import path from 'node:path'
 import { writeAll } from './datapath.js'
 
@@ -25,18 +24,15 @@ export async function openJobStore ({ dir, logger, compactMinLines = 10000, sync
   const records = new Map() // id -> serialized job record (the last one in the journal)
   let torn = 0
   try {
-    const lines = readline.createInterface({ input: createReadStream(file), crlfDelay: Infinity })
-    for await (const line of lines) {
+    for await (const line of journalLines(file)) {
       if (!line) continue
       let entry
       try {
         entry = JSON.parse(line)
-      } catch {
-        torn++ // a line cut short by a crash in the middle of a write; it was never acknowledged
-        continue
-      }
-      if (entry.op === 'put') records.set(entry.job.id, JSON.stringify(entry.job))
-      else if (entry.op === 'del') records.delete(entry.id)
+      } catch {}
+      if (entry?.op === 'put' && typeof entry.job?.id === 'string') records.set(entry.job.id, JSON.stringify(entry.job))
+      else if (entry?.op === 'del' && typeof entry.id === 'string') records.delete(entry.id)
+      else torn++ // a line cut short by a crash in the middle of a write; it was never acknowledged
     }
   } catch (err) {
     if (err.code !== 'ENOENT') throw err
@@ -392,6 +388,23 @@ class JobStore {
 }
 
 const NEWLINE = 0x0a
+
+// The journal's lines, split at "\n" only. (readline also ends a line at "\r", U+2028 and U+2029,
+// which JSON.stringify leaves as they are: a job with one in a path or message was lost at the
+// next start, or a piece of its line that parses, like `null`, stopped the start.)
+async function * journalLines (file) {
+  let rest = null
+  for await (const chunk of createReadStream(file)) {
+    const buf = rest ? Buffer.concat([rest, chunk]) : chunk
+    let start = 0
+    for (let nl = buf.indexOf(NEWLINE); nl !== -1; nl = buf.indexOf(NEWLINE, start)) {
+      yield buf.toString('utf8', start, nl)
+      start = nl + 1
+    }
+    rest = start < buf.length ? buf.subarray(start) : null
+  }
+  if (rest) yield rest.toString('utf8')
+}
 
 export async function syncDir (dir) {
   const handle = await fs.open(dir, 'r')

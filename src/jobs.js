@@ -1,7 +1,7 @@
 // The job record: what a caller may ask for, what is persisted, and what the API shows.
 import crypto from 'node:crypto'
 import { InvalidRequestError, UnknownTargetError, CallbackNotAllowedError } from './errors.js'
-import { checkLocalSyntax, normalizeRemote } from './paths.js'
+import { checkDestinationSyntax, checkLocalSyntax, normalizeRemote } from './paths.js'
 import { DIGESTS } from './config.js'
 
 export const STATES = Object.freeze(['queued', 'running', 'succeeded', 'failed', 'cancelled'])
@@ -37,7 +37,7 @@ export function parseJobRequest (body, { targets, callbacks }) {
     id: id ?? null,
     direction,
     target,
-    local: checkLocalSyntax(local),
+    local: direction === 'download' ? checkDestinationSyntax(local) : checkLocalSyntax(local),
     remote: normalizeRemote(remote),
     overwrite,
     expectedSha256: sha256 ? sha256.toLowerCase() : null,

@@ -8,7 +8,7 @@
 // more under load. A source opened O_NONBLOCK cannot block (see openSource); reading and writing
 // file contents still goes through the pool.
 import fs from 'node:fs/promises'
-import { constants as C, closeSync, fstatSync, openSync, readlinkSync, realpathSync, statSync } from 'node:fs'
+import { constants as C, closeSync, fstatSync, lstatSync, openSync, readlinkSync, realpathSync, statSync } from 'node:fs'
 import path from 'node:path'
 import { InvalidPathError, PathNotAllowedError, LocalNotFoundError, LocalIoError } from './errors.js'
 
@@ -28,6 +28,14 @@ export function checkLocalSyntax (local, field = 'local') {
   if (!local.isWellFormed()) throw new InvalidPathError(`${field} must be valid Unicode (it has a lone surrogate)`)
   if (!path.isAbsolute(local)) throw new InvalidPathError(`${field} must be an absolute path`)
   return path.resolve(local)
+}
+
+// A download's destination: a file to create or replace. path.resolve drops a final "/" (and a
+// final "." or ".."), so "dir/" would become a file named dir: refused before that.
+export function checkDestinationSyntax (local, field = 'local') {
+  const abs = checkLocalSyntax(local, field)
+  if (abs === '/' || /(^|\/)\.{0,2}$/.test(local)) throw new InvalidPathError(`${field} must name a file, not a directory`)
+  return abs
 }
 
 export function normalizeRemote (remote, field = 'remote') {
@@ -83,13 +91,18 @@ export async function resolveSource (local, roots) {
 
 // Download destination: the parent must exist inside a root; the file itself is replaced by rename.
 export async function resolveDestination (local, roots) {
-  const abs = checkLocalSyntax(local)
+  const abs = checkDestinationSyntax(local)
   const name = path.basename(abs)
-  if (abs === '/' || name === '') throw new InvalidPathError('local must name a file')
   if (Buffer.byteLength(name) > NAME_MAX) throw new InvalidPathError(`${local} has a name longer than the file system allows (${NAME_MAX} bytes)`)
   const dir = realOrThrow(path.dirname(abs) + '/') // the slash: ENOTDIR unless a directory
   const real = path.join(dir, name)
   if (!isInside(dir, roots) || !isInside(real, roots)) throw notAllowed(local, roots)
+  // Replaced by a rename, which cannot replace a directory (a symlink is replaced, not followed).
+  let st = null
+  try {
+    st = lstatSync(real)
+  } catch {}
+  if (st?.isDirectory()) throw new InvalidPathError(`${local} is a directory; local must name a file`)
   return { dir, name, path: real }
 }
 

@@ -28,8 +28,8 @@ const download = (remote, name, overwrite = false) => ({ direction: 'download', 
 describe('file target: store errors are remote errors', () => {
   it.each([
     ['an upload over a directory, with overwrite', () => upload('/adir', true), 'REMOTE_REJECTED', /^local:\/adir: is a directory \(EISDIR\)$/],
-    ['an upload below a file', () => upload('/afile/x'), 'REMOTE_REJECTED', /^local:\/afile\/\.x\.[\w-]+\._COPYING_: a parent is not a directory \(EEXIST\)$/],
-    ['an upload below a file, with overwrite', () => upload('/afile/x', true), 'REMOTE_REJECTED', /^local:\/afile\/\.x\.[\w-]+\._COPYING_: a parent is not a directory \(EEXIST\)$/],
+    ['an upload below a file', () => upload('/afile/x'), 'REMOTE_REJECTED', /^local:\/afile\/\.x\.[\w-]+\._COPYING_: a parent is not a directory \(ENOTDIR\)$/],
+    ['an upload below a file, with overwrite', () => upload('/afile/x', true), 'REMOTE_REJECTED', /^local:\/afile\/\.x\.[\w-]+\._COPYING_: a parent is not a directory \(ENOTDIR\)$/],
     ['an upload two levels below a file', () => upload('/afile/x/y', true), 'REMOTE_REJECTED', /^local:\/afile\/x\/\.y\.[\w-]+\._COPYING_: a parent is not a directory \(ENOTDIR\)$/],
     ['an upload with a 300-character name', () => upload(`/${long}`), 'REMOTE_REJECTED', new RegExp(`^local:/${long}: a name in the path is too long \\(ENAMETOOLONG\\)$`)],
     // Its temp name is cut to fit (uploadTempPath); the final name is what is too long.
@@ -62,7 +62,8 @@ describe('file target: store errors are remote errors', () => {
     await fs.writeFile(path.join(root, 'taken'), 'keep me')
     await fs.mkdir(path.join(root, 'a-local-dir'))
     expect((await sc.api.run(download('/ok', 'taken'))).error.code).toBe('LOCAL_EXISTS')
-    expect((await sc.api.run(download('/ok', 'a-local-dir', true))).error).toMatchObject({ code: 'LOCAL_IO', message: expect.stringContaining('EISDIR') })
+    // A directory cannot be replaced by the download's rename: refused at submit, not failed at the end.
+    expect(await sc.api.submit(download('/ok', 'a-local-dir', true))).toMatchObject({ status: 400, json: { error: { code: 'INVALID_PATH', message: expect.stringContaining('is a directory') } } })
     expect(await fs.readFile(path.join(root, 'taken'), 'utf8')).toBe('keep me')
     expect(await sc.api.run(download('/ok', 'fine'))).toMatchObject({ state: 'succeeded' })
   })
@@ -210,5 +211,22 @@ describe('file target: only regular files inside the store', () => {
     const job = await sc.api.run(upload('/dir-out/planted', true), 30)
     expect(job).toMatchObject({ state: 'failed', error: { code: 'REMOTE_REJECTED' } })
     expect(await fs.readdir(outside)).toEqual(['secret'])
+  })
+
+  it('an upload below a symlink to a directory outside creates no directory there', async () => {
+    for (const overwrite of [false, true]) {
+      const job = await sc.api.run(upload('/dir-out/newdir/deeper/planted', overwrite), 30)
+      expect(job).toMatchObject({ state: 'failed', error: { code: 'REMOTE_REJECTED' } })
+      expect(await fs.readdir(outside)).toEqual(['secret'])
+    }
+    // Directories the store lacks are still made, inside it.
+    expect(await sc.api.run(upload('/made/on/the/way', true), 30)).toMatchObject({ state: 'succeeded' })
+    expect(await fs.readFile(path.join(store, 'made/on/the/way'), 'utf8')).toBe('payload')
+  })
+
+  it.each(['/link-out', '/dir-out/secret', '/fifo'])('HEAD /v1/stream/local%s answers 502 REMOTE_REJECTED, not the size of what it leads to', async (remote) => {
+    const res = await sc.api.call('HEAD', `/v1/stream/local${remote}`)
+    expect(res.status).toBe(502)
+    expect(res.headers['content-length']).not.toBe(String('not for the store'.length))
   })
 })

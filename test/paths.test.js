@@ -62,3 +62,20 @@ describe('upload sources', () => {
     }
   })
 })
+
+describe('download destinations', () => {
+  // path.resolve drops a final "/": "<root>/newdir/" became a file named newdir.
+  it('POST /v1/jobs answers 400 INVALID_PATH for a local that names a directory', async () => {
+    const root = await tempDir('paths-root-')
+    await fs.mkdir(path.join(root, 'sub'))
+    await sc?.stop({ graceMs: 0 })
+    sc = await startTestSidecar({ roots: [root], targets: { local: { type: 'file', dir: await tempDir('paths-store-') } } })
+    for (const local of [path.join(root, 'newdir') + '/', path.join(root, 'sub'), path.join(root, 'sub') + '/', path.join(root, 'sub') + '/.', path.join(root, 'sub') + '/..']) {
+      for (const overwrite of [false, true]) {
+        const r = await sc.api.submit({ direction: 'download', target: 'local', local, remote: '/x', overwrite })
+        expect([r.status, r.json?.error?.code], local).toEqual([400, 'INVALID_PATH'])
+      }
+    }
+    expect(await fs.readdir(root)).toEqual(['sub'])
+  })
+})

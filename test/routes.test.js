@@ -2,6 +2,7 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
+import zlib from 'node:zlib'
 import { startTestSidecar, tempDir } from './helpers/sidecar.js'
 
 let sc, root, store
@@ -33,5 +34,22 @@ describe('routes', () => {
     expect(res.status).toBe(405)
     expect(res.json.error.code).toBe('METHOD_NOT_ALLOWED')
     expect(res.headers.allow).toBe(allow)
+  })
+
+  // Read as POST /v1/jobs reads its body, not by express.json (which decoded invalid UTF-8 into
+  // U+FFFD, inflated gzip and honoured a declared charset).
+  it('POST /v1/observations refuses invalid UTF-8 (INVALID_JSON) and an encoded body (INVALID_REQUEST), as POST /v1/jobs', async () => {
+    const good = { type: 'handoff', transport: 'unix', acked: true, seconds: 0.1 }
+    const invalid = Buffer.concat([Buffer.from(JSON.stringify(good).slice(0, -1) + ',"'), Buffer.from([0xff]), Buffer.from('":1}')])
+    for (const route of ['/v1/observations', '/v1/jobs']) {
+      const bad = await sc.api.call('POST', route, invalid)
+      expect(bad, route).toMatchObject({ status: 400, json: { error: { code: 'INVALID_JSON', message: 'the body is not valid UTF-8' } } })
+      const gz = await sc.api.call('POST', route, zlib.gzipSync(JSON.stringify(good)), { 'content-encoding': 'gzip' })
+      expect(gz, route).toMatchObject({ status: 400, json: { error: { code: 'INVALID_REQUEST' } } })
+      const scalar = await sc.api.call('POST', route, '42')
+      expect(scalar, route).toMatchObject({ status: 400, json: { error: { code: 'INVALID_JSON' } } })
+    }
+    expect(await sc.api.call('POST', '/v1/observations', good)).toMatchObject({ status: 202, json: { accepted: true } })
+    expect(await sc.api.call('POST', '/v1/observations', 'x'.repeat(70 * 1024))).toMatchObject({ status: 413, json: { error: { code: 'PAYLOAD_TOO_LARGE' } } })
   })
 })

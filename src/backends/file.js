@@ -34,6 +34,7 @@ const STORE_PROBLEMS = {
 // can write there must not make the daemon read or write other files through it.
 const READ_FLAGS = C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK
 const WRITE_FLAGS = C.O_WRONLY | C.O_CREAT | C.O_TRUNC | C.O_NOFOLLOW | C.O_NONBLOCK
+const DIR_FLAGS = C.O_RDONLY | C.O_DIRECTORY
 
 // An fs error in the store is the target's, not the job's local file's (which transfer.js handles):
 // a remote code and a message naming `target:remote`. Other errors (aborts, ours) pass unchanged.
@@ -70,6 +71,36 @@ export function createFileBackend (target) {
       throw err
     }
   }
+  // The directory of `remote`, open and in the store. Directories missing on the way are created
+  // one at a time, each in a directory already found to be in the store: a symlink on the way
+  // (whoever can write the store may plant one) gets neither the file nor a new directory elsewhere.
+  async function openParent (remote) {
+    let dir = await fs.open(path.dirname(full(remote)), DIR_FLAGS).catch((err) => {
+      if (err.code !== 'ENOENT') throw err
+      return null
+    })
+    if (!dir) {
+      dir = await fs.open(root, DIR_FLAGS)
+      for (const name of path.dirname(remote).split('/').filter(Boolean)) {
+        let next
+        try {
+          await inStore(dir, { self: true })
+          await fs.mkdir(inDir(dir, name)).catch((err) => { if (err.code !== 'EEXIST') throw err })
+          next = await fs.open(inDir(dir, name), DIR_FLAGS)
+        } finally {
+          await dir.close()
+        }
+        dir = next
+      }
+    }
+    try {
+      await inStore(dir, { self: true })
+      return dir
+    } catch (err) {
+      await dir.close()
+      throw err
+    }
+  }
   const full = (remote) => path.join(root, remote)
   const where = (remote) => target.name ? `${target.name}:${remote}` : remote
   const rethrow = (remote) => (err) => { throw storeError(err, where(remote)) }
@@ -79,13 +110,25 @@ export function createFileBackend (target) {
     tempSuffix: target.tempSuffix,
     confirmsWrittenSize: true, // its sink writes every byte or fails
 
+    // As openRead opens: a symlink, a FIFO or a file outside the store is refused, not described
+    // (its size would tell of a file elsewhere).
     async stat (remote) {
+      let handle
       try {
-        const s = await fs.stat(full(remote))
-        return { size: s.size, type: s.isDirectory() ? 'dir' : 'file', version: versionOf(s) }
+        handle = await fs.open(full(remote), READ_FLAGS)
       } catch (err) {
         if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return null
         throw storeError(err, where(remote))
+      }
+      try {
+        const s = await handle.stat()
+        if (!s.isFile() && !s.isDirectory()) throw Object.assign(new Error('not a regular file'), { code: 'EFTYPE' })
+        await inStore(handle)
+        return { size: s.size, type: s.isDirectory() ? 'dir' : 'file', version: versionOf(s) }
+      } catch (err) {
+        throw storeError(err, where(remote))
+      } finally {
+        await handle.close()
       }
     },
 
@@ -111,15 +154,12 @@ export function createFileBackend (target) {
 
     // With a `pool` and a `meter` the stream is a sink that hashes and gives pool buffers back.
     async openWrite (remote, { pool, meter } = {}) {
-      const file = full(remote)
-      await fs.mkdir(path.dirname(file), { recursive: true }).catch(rethrow(remote))
       // Created through its directory, once that is known to be in the store (a symlink on the way
       // must not put the file elsewhere).
-      const dir = await fs.open(path.dirname(file), C.O_RDONLY | C.O_DIRECTORY).catch(rethrow(remote))
+      const dir = await openParent(remote).catch(rethrow(remote))
       let handle
       try {
-        await inStore(dir, { self: true })
-        handle = await fs.open(inDir(dir, path.basename(file)), WRITE_FLAGS, 0o640)
+        handle = await fs.open(inDir(dir, path.basename(remote)), WRITE_FLAGS, 0o640)
       } catch (err) {
         throw storeError(err, where(remote))
       } finally {

@@ -6,8 +6,8 @@ import { InvalidRequestError, RouteNotFoundError, MethodNotAllowedError, Browser
 import { STATES } from '../jobs.js'
 import { streamHandler } from './stream.js'
 import { parseObservation } from './observations.js'
-import { MAX_BODY_BYTES, requireToken, logWhenAnswered, sendError } from './respond.js'
-import { isSubmit, submitHandler } from './submit.js'
+import { requireToken, logWhenAnswered, sendError } from './respond.js'
+import { isSubmit, jsonBody, submitHandler } from './submit.js'
 import { CLIENT_GONE, jobStatus, matchStatus, parseWait, statusHandler } from './status.js'
 
 function tokenCheck (token) {
@@ -67,8 +67,6 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
     })
     .all(methodNotAllowed('GET, HEAD'))
 
-  const json = express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true })
-
   app.route('/v1/jobs') // POST is served by submit.js, before express
     .get((req, res) => {
       const { state } = req.query
@@ -94,7 +92,7 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
     .all(methodNotAllowed('GET, HEAD, DELETE'))
 
   app.route('/v1/observations')
-    .post(json, (req, res) => {
+    .post(jsonBody, (req, res) => {
       const o = parseObservation(req.body)
       if (o.type === 'transfer') metrics.phpTransfer(o)
       else metrics.phpHandoff(o)

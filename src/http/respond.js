@@ -1,7 +1,7 @@
 // What every route shares: the token check and the JSON error answer.
 import crypto from 'node:crypto'
 import {
-  SidecarError, InvalidJsonError, InvalidRequestError, PayloadTooLargeError, InternalError, UnauthorizedError
+  SidecarError, InvalidRequestError, InternalError, UnauthorizedError
 } from '../errors.js'
 
 export const MAX_BODY_BYTES = 64 * 1024
@@ -30,27 +30,22 @@ export function logWhenAnswered (logger, req, res, path) {
   })
 }
 
-// body-parser errors carry a `type`; everything unknown is an internal error.
+// A 4xx of express's own (a path it cannot decode) is the request's; everything unknown is an
+// internal error.
 export function asSidecarError (err) {
   if (err instanceof SidecarError) return err
-  switch (err?.type) {
-    case 'entity.too.large': return new PayloadTooLargeError(`the body exceeds ${MAX_BODY_BYTES} bytes`)
-    case 'entity.parse.failed': return new InvalidJsonError('the body is not valid JSON')
-    case 'encoding.unsupported':
-    case 'charset.unsupported': return new InvalidRequestError('the body must be UTF-8 JSON without content-encoding')
-    case 'request.aborted':
-    case 'request.size.invalid': return new InvalidRequestError('the body ended before its declared length')
-  }
   if (err?.status >= 400 && err?.status < 500) return new InvalidRequestError(err.message)
   return new InternalError('internal error')
 }
 
 // What any thrown error is answered with, over HTTP (sendError) and the line protocol (lines.js):
 // its SidecarError, the `{"error":{code,message}}` body, and the seconds to wait before a retry
-// (null: the answer is final). An unexpected error is logged here.
+// (null: the answer is final). An unexpected error is logged here with its stack; a known 5xx (a
+// server's refusal, a full queue) at warn with its code, as any caller can ask for one.
 export function errorAnswer (err, logger) {
   const error = asSidecarError(err)
-  if (error.statusCode >= 500) logger.error({ err }, 'request failed')
+  if (error.code === 'INTERNAL') logger.error({ err }, 'request failed')
+  else if (error.statusCode >= 500) logger.warn({ code: error.code, message: error.message }, 'request failed')
   const retryAfter = RETRY_LATER.has(error.code) || error.statusCode === 503 ? 1 : null
   return { error, body: { error: { code: error.code, message: error.message } }, retryAfter }
 }

@@ -54,6 +54,15 @@ function readBody (req) {
   })
 }
 
+// express middleware for the other routes with a JSON body: read and parsed as this one's, into
+// req.body (not express.json, which decodes invalid UTF-8 into U+FFFD and inflates gzip bodies).
+export function jsonBody (req, res, next) {
+  readBody(req).then((text) => { req.body = parseJson(text) }).then(() => next(), (err) => {
+    if (err instanceof PayloadTooLargeError) res.shouldKeepAlive = false // the rest of the body is not read
+    next(err)
+  })
+}
+
 // Like express.json({ strict: true }): only an object or array at the top level is JSON here.
 export function parseJson (text, what = 'the body') {
   const first = text.trimStart()[0]

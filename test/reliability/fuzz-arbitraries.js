@@ -118,7 +118,12 @@ function localCases (ctx, direction) {
       { local: `${ctx.dlDir}/${'\u20ac'.repeat(100)}/x`, expect: ['INVALID_PATH'] },
       // inside: a symlink to the secret as the destination is replaced (rename), never written through
       { local: ctx.links.dlSecret, expect: ['accept'] },
-      { local: ctx.dlDir + '/', expect: ['accept'] }
+      // a directory cannot be a download's destination (its rename cannot replace one), nor can a
+      // name ending in "/"
+      { local: ctx.dlDir, expect: ['INVALID_PATH'] },
+      { local: ctx.dlDir + '/', expect: ['INVALID_PATH'] },
+      { local: `${ctx.dlDir}/new/`, expect: ['INVALID_PATH'] },
+      { local: `${ctx.dlDir}/.`, expect: ['INVALID_PATH'] }
     ))
   }
   return fc.oneof(...cases)

@@ -131,9 +131,30 @@ export function putStream (url, { headers, signal, idleMs = 60000, connectMs = 0
   armTimeouts(req, target.host, { idleMs, connectMs })
   const done = new Promise((resolve, reject) => {
     req.once('error', reject)
-    req.once('response', (res) => resolve({ statusCode: res.statusCode, headers: res.headers, body: res }))
+    req.once('response', (res) => {
+      const answer = { statusCode: res.statusCode, headers: res.headers, body: res }
+      // A success is one only once the whole body is sent (an error ends the upload at once).
+      if (res.statusCode >= 300 || req.writableFinished) return resolve(answer)
+      bodySent(req, target.host, idleMs).then(() => resolve(answer), reject)
+    })
   })
   return { stream: req, done }
+}
+
+// Resolves once `req` has handed its whole body to the kernel. Node stops a request's timeout once
+// its answer has ended, so a server that answers 2xx before it has read the body, then stops
+// reading, would hold the upload (its slot, file and buffers) for ever: no progress on the socket
+// for `idleMs` destroys it with ETIMEDOUT instead.
+function bodySent (req, host, idleMs) {
+  return new Promise((resolve, reject) => {
+    let last = -1
+    const timer = idleMs > 0 && setInterval(() => {
+      const written = req.socket?.bytesWritten ?? 0
+      if (written === last) req.destroy(timeoutError(`no progress from ${host} for ${idleMs} ms`))
+      last = written
+    }, idleMs)
+    finished(req).then(resolve, reject).finally(() => clearInterval(timer))
+  })
 }
 
 // A GET whose body is a download, on a connection of its own (datanodes close every connection);

@@ -2,15 +2,18 @@
 // Job failures carry `retryable`, which the scheduler uses to decide whether to back off and retry.
 
 export class SidecarError extends Error {
-  constructor (message, { cause, details } = {}) {
+  #retryable
+  // `retryable`: this one's, where it differs from its code's (a failure known to be transient).
+  constructor (message, { cause, details, retryable } = {}) {
     super(message, cause ? { cause } : undefined)
     this.name = this.constructor.name
     if (details) this.details = details
+    this.#retryable = retryable
   }
 
   get code () { return this.constructor.code }
   get statusCode () { return this.constructor.statusCode }
-  get retryable () { return this.constructor.retryable }
+  get retryable () { return this.#retryable ?? this.constructor.retryable }
 
   toJSON () {
     return { code: this.code, message: this.message, ...this.details }

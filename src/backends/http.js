@@ -41,7 +41,9 @@ export function createHttpBackend (target) {
     return statusError(res.statusCode, `${what}: HTTP ${res.statusCode} ${firstLine(text.replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ')) || ''}`.trim())
   }
 
-  async function ensureCollections (remote, signal) {
+  // `again`: a MKCOL answered 409 (RFC 4918 9.3.1: a collection above it is missing) means one we
+  // had made or seen is gone since: forgotten, and the whole path made once more.
+  async function ensureCollections (remote, signal, again = true) {
     const parts = remote.split('/').slice(1, -1)
     let dir = ''
     for (const part of parts) {
@@ -56,6 +58,10 @@ export function createHttpBackend (target) {
         const check = await send(url, { method: 'PROPFIND', headers: { depth: '0' }, signal })
         await drain(check.body)
         if (check.statusCode !== 207) throw statusError(403, `MKCOL ${dir}/: HTTP 403`)
+      } else if (res.statusCode === 409 && again) {
+        await drain(res.body)
+        knownCollections.clear()
+        return ensureCollections(remote, signal, false)
       } else if (res.statusCode !== 201 && res.statusCode !== 405) {
         throw await fail(res, `MKCOL ${dir}/`)
       } else {
@@ -158,7 +164,13 @@ export function createHttpBackend (target) {
       if (create) headers['if-none-match'] = '*'
       const put = putStream(urlFor(remote), { headers, signal, idleMs: target.timeouts?.idleMs, connectMs: target.timeouts?.connectMs, agent })
       const done = put.done.then(async (res) => {
-        if (res.statusCode === 409) knownCollections.clear() // a collection vanished under us
+        if (res.statusCode === 409) {
+          // RFC 4918 9.7.1: a collection on the way is missing, so one we had made or seen has
+          // gone since. Forgotten, and made again by the next attempt.
+          knownCollections.clear()
+          const err = await fail(res, `PUT ${remote}`)
+          throw new err.constructor(`${err.message} (a collection on the way is gone; made again at the next attempt)`, { details: err.details, retryable: true })
+        }
         if (res.statusCode === 412 && create) {
           await drain(res.body)
           throw new RemoteExistsError(`${remote} exists and overwrite is false (PUT with If-None-Match: HTTP 412)`)

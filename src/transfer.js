@@ -207,7 +207,7 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
       // file's size and version (2–5 ms less per download).
       status = backend.createChecksum ? await backend.stat(job.remote, { signal }) : undefined
       const checksum = await newChecksum(backend, job, signal, status)
-      state = offset ? await hashPrefix(temp.handle, offset, job.remoteVersion, { checksum, pool, size: job.size, sha256: hashing }) : await newState(temp.handle, checksum)
+      state = offset ? await hashPrefix(temp.handle, offset, job.remoteVersion, { checksum, pool, size: job.size, sha256: hashing, signal }) : await newState(temp.handle, checksum)
     }
     src = await backend.openRead(job.remote, { offset, signal, pool, status, ...(offset && { ifVersion: job.remoteVersion }) })
     if (offset && !continues(src, job, offset)) {
@@ -297,7 +297,8 @@ async function newState (handle, checksum, version = null) {
 }
 
 // Hashes the first `length` bytes of the temp file again: the state a resumed download continues.
-async function hashPrefix (handle, length, version, { checksum, pool, size, sha256 }) {
+// Gigabytes take seconds: a cancel or a shutdown (`signal`) stops it as it stops the transfer.
+export async function hashPrefix (handle, length, version, { checksum, pool, size, sha256, signal }) {
   const state = await newState(handle, checksum, version)
   state.digest = new Digest({ checksum, pool, size: Math.max(size ?? 0, length), sha256 })
   const reader = fileSource(handle.fd, { pool, end: length })
@@ -310,7 +311,10 @@ async function hashPrefix (handle, length, version, { checksum, pool, size, sha2
         state.bytes += chunk.length
         callback()
       }
-    }))
+    }), { signal })
+  } catch (err) {
+    state.digest.dispose()
+    throw err
   } finally {
     await release(reader) // the caller closes the descriptor
   }

@@ -4,8 +4,9 @@
 import { describe, it, expect, beforeAll, afterAll, afterEach } from 'vitest'
 import net from 'node:net'
 import fs from 'node:fs/promises'
+import fsSync from 'node:fs'
 import path from 'node:path'
-import { startTestSidecar, tempDir } from './helpers/sidecar.js'
+import { startTestSidecar, tempDir, waitFor } from './helpers/sidecar.js'
 
 let sc, root, store
 
@@ -228,5 +229,29 @@ describe('file target: only regular files inside the store', () => {
     const res = await sc.api.call('HEAD', `/v1/stream/local${remote}`)
     expect(res.status).toBe(502)
     expect(res.headers['content-length']).not.toBe(String('not for the store'.length))
+  })
+})
+
+// A client of /v1/stream that stops reading: the file target has no server to time out, so the
+// answer itself is cut after the target's idleMs without progress (it held the store file and
+// its pool for as long as the client stayed).
+describe('GET /v1/stream to a client that stops reading', () => {
+  it('is cut after the target\'s idleMs, and the store file is closed', async () => {
+    const dir = await tempDir('stall-store-')
+    const big = path.join(dir, 'big.bin')
+    await fs.writeFile(big, Buffer.alloc(64 << 20, 3)) // far more than the socket buffers hold
+    const stalled = await startTestSidecar({ roots: [root], targets: { s: { type: 'file', dir, timeouts: { idleMs: 300 } } } })
+    const openFds = () => fsSync.readdirSync('/proc/self/fd').filter((fd) => { try { return fsSync.readlinkSync(`/proc/self/fd/${fd}`) === big } catch { return false } }).length
+    const client = net.connect(new URL(stalled.url).port, '127.0.0.1')
+    try {
+      await new Promise((resolve) => client.once('connect', resolve))
+      client.write('GET /v1/stream/s/big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')
+      client.pause() // reads nothing
+      await waitFor(() => openFds() === 1, { timeoutMs: 5000 })
+      await waitFor(() => openFds() === 0, { timeoutMs: 10000 })
+    } finally {
+      client.destroy()
+      await stalled.stop({ graceMs: 0 })
+    }
   })
 })

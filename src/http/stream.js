@@ -117,6 +117,10 @@ export function streamHandler ({ config, backends, metrics }) {
         // whole of it is sent with its own length.
         if (!range && Number.isSafeInteger(src.size)) headers['content-length'] = src.size
         res.writeHead(range ? 206 : 200, headers)
+        // A client that stops reading holds the file, the pool and the remote request: cut after the
+        // target's idleMs without progress on its socket, as a stalled server is.
+        const { idleMs } = config.targets[target].timeouts
+        if (idleMs > 0) res.setTimeout(idleMs, () => res.destroy())
         const length = headers['content-length']
         const body = length === undefined ? [src.stream] : [src.stream, exactly(length, pool)]
         await pipeline(...body, requestSink(res, { pool, meter: counter }), { signal })

@@ -109,6 +109,9 @@ export class Scheduler {
         job.nextAttemptAt = null
         // Ended like any job: its callback is sent (index.js delivers pendingCallbacks()).
         if (job.callback) job.callbackState = 'pending'
+        // A download's temp file, kept for a resume that cannot come now (the upload's is on the
+        // target's server, which the daemon no longer knows).
+        if (job.direction === 'download') await discardPartial(job, { roots: this.config.roots }).catch(() => {})
         await this.store.put(job)
         this.metrics.jobFinished(job)
       }

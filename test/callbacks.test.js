@@ -105,6 +105,24 @@ describe('callbacks of jobs failed at recovery', () => {
   })
 })
 
+describe('a download of a removed target', () => {
+  it('fails UNKNOWN_TARGET at recovery, and the temp file it kept for a resume is removed', async () => {
+    const root = await tempDir('cb-root-')
+    const id = 'gone-download-1'
+    const temp = path.join(root, `.a.bin.${id}.part`)
+    await fs.writeFile(temp, 'the first bytes')
+    await fs.writeFile(path.join(root, 'other.part'), 'not ours')
+    const stateDir = await seeded({ id, direction: 'download', target: 'old', local: path.join(root, 'a.bin'), state: 'running', attempts: 1, bytes: 15 })
+    const sc = await start({ stateDir, root })
+    try {
+      expect((await sc.api.job(id)).json).toMatchObject({ state: 'failed', error: { code: 'UNKNOWN_TARGET' } })
+      expect((await fs.readdir(root)).sort()).toEqual(['other.part'])
+    } finally {
+      await sc.stop({ graceMs: 0 })
+    }
+  })
+})
+
 describe('callbacks.allow after a restart', () => {
   it.each([
     ['the prefix was removed', (url) => [`${url}/hooks/`], '/old/done'],

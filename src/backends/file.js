@@ -145,7 +145,7 @@ export function createFileBackend (target) {
       const st = await checked(handle).catch(rethrow(remote))
       if (pool) {
         const stream = fileSource(handle.fd, { pool, start: offset, end: length === undefined ? Infinity : offset + length })
-        stream.once('close', () => handle.close())
+        stream.once('close', () => handle.close().catch(() => {})) // not an unhandled rejection
         return { stream, size: st.size, version: versionOf(st), offset }
       }
       const end = length === undefined ? undefined : offset + length - 1

@@ -110,7 +110,9 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     // Read into reused pool buffers; the target's sink hashes each chunk and gives it back.
     pool = BufferPool.forTransfer({ minBuffers: UPLOAD_MIN_BUFFERS })
     meter = new Meter(onProgress, { checksum, pool, size: source.size, sha256: hashing })
-    const sink = await backend.openWrite(tmp, { size: source.size, signal, blockSize: checksum?.blockSize, pool, meter, create: direct && !job.overwrite })
+    // Straight to the final name (a direct PUT, or a target without atomic publish): with overwrite
+    // false the server itself refuses a name taken since the check above (If-None-Match on http).
+    const sink = await backend.openWrite(tmp, { size: source.size, signal, blockSize: checksum?.blockSize, pool, meter, create: tmp === job.remote && !job.overwrite })
     written = true
     const piping = source.size <= SMALL_FILE_BYTES
       ? sendSmallFile(source.handle.fd, sink.stream, { pool, size: source.size, signal })

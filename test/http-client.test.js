@@ -199,6 +199,24 @@ describe('pooledGet bounds what it holds, whatever the server sends', () => {
     expect(bytes).toBe(192 << 20)
   })
 
+  // The idle timer is the server's: while the body waits for its reader (the pool full, or a copy
+  // not read), the socket is paused by us, and a reader slower than idleMs is not a stalled server.
+  it.each([
+    ['streamed into pool buffers', 'HTTP/1.1 200 OK\r\nContent-Length: 33554432\r\n\r\n', (s) => s === 200],
+    ['copied', 'HTTP/1.1 200 OK\r\nContent-Length: 33554432\r\n\r\n', () => false]
+  ])('a body %s whose reader pauses longer than idleMs is read to its end', async (what, head, zeroCopy) => {
+    const u = await streamer(head, 32 << 20)
+    const pool = new BufferPool({ count: 4, size: 64 * 1024 })
+    const res = await pooledGet(u, { pool, idleMs: 200, zeroCopy })
+    let bytes = 0
+    for await (const chunk of res.body) {
+      if (bytes === 0) await sleep(600) // three times idleMs, with the pool full
+      bytes += chunk.length
+      if (zeroCopy(200)) pool.release(chunk)
+    }
+    expect(bytes).toBe(32 << 20)
+  })
+
   it('a chunk size line that never ends is refused, not gathered', async () => {
     const u = await streamer('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n', 32 << 20)
     const pool = new BufferPool({ count: 4, size: 64 * 1024 })

@@ -74,6 +74,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
           // Pause while at most one buffer is free, so the next read (whose buffer is taken right
           // after this callback) still finds a pool buffer rather than the spare.
           if (pool.available <= 1 && !socket.destroyed) {
+            waitForReader()
             resumeWhenFree(2)
             return false
           }
@@ -103,9 +104,21 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
 
     function resumeWhenFree (count) {
       pool.whenAvailable(() => {
-        if (pool.available >= count || socket.destroyed) socket.resume()
+        if (pool.available >= count || socket.destroyed) readAgain()
         else resumeWhenFree(count)
       }, { next: true })
+    }
+
+    // Paused for the consumer (a slow disk, a slow client of /v1/stream), not by the server: the
+    // server's idle timer does not run meanwhile, or a consumer slower than idleMs per pool would
+    // fail the download as if the server had stalled.
+    function waitForReader () {
+      socket.setTimeout(0)
+    }
+    function readAgain () {
+      if (socket.destroyed) return
+      socket.setTimeout(idleMs)
+      socket.resume()
     }
 
     function onData (view, isSpare) {
@@ -139,7 +152,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
         read () {
           if (!waitingForReader) return
           waitingForReader = false
-          if (!done && !socket.destroyed) socket.resume()
+          if (!done) readAgain()
         },
         destroy (err, callback) {
           socket.destroy()
@@ -168,6 +181,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
     function pushCopy (chunk) {
       if (!response.body.push(chunk) && !socket.destroyed) {
         waitingForReader = true
+        waitForReader()
         socket.pause()
       }
     }

@@ -95,6 +95,9 @@ const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNRE
   'EAI_AGAIN', 'ENOTFOUND', 'ECONNABORTED', 'ERR_STREAM_PREMATURE_CLOSE', 'ERR_BAD_HTTP_RESPONSE'])
 const TIMEOUT_CODES = new Set(['ETIMEDOUT'])
 const LOCAL_NOT_FOUND_CODES = new Set(['ENOENT', 'ENOTDIR'])
+// A server's certificate that does not verify, or a TLS handshake that fails (EPROTO: no TLS there):
+// the server is refused, with the reason (not INTERNAL, nor LOCAL_IO as an E-code would be).
+const TLS_CODE = /^(ERR_TLS_|ERR_SSL_)|CERT|^UNABLE_TO_|^EPROTO$/
 
 // Turns whatever a transfer threw (node:http, fs, our own) into a SidecarError.
 export function toSidecarError (err) {
@@ -104,6 +107,7 @@ export function toSidecarError (err) {
   if (TIMEOUT_CODES.has(code)) return new TimeoutError(`${message} (${code})`, { cause: err })
   // HPE_*: node's HTTP parser refused what the server sent (a broken or cut answer).
   if (NETWORK_CODES.has(code) || /^HPE_/.test(code ?? '')) return new NetworkError(`${message} (${code})`, { cause: err })
+  if (TLS_CODE.test(code ?? '')) return new RemoteRejectedError(`TLS: ${message} (${code})`, { cause: err })
   if (LOCAL_NOT_FOUND_CODES.has(code)) return new LocalNotFoundError(message, { cause: err })
   if (code === 'ELOOP') return new PathNotAllowedError(`symbolic link refused: ${message}`, { cause: err })
   if (code === 'EEXIST') return new LocalExistsError(message, { cause: err })

@@ -39,6 +39,7 @@ export function crc32c (buf, type = 'CRC32C') {
 
 // The checksum of a file written with this block size and chunk size, fed buffer by buffer.
 export function createHdfsChecksum ({ blockSize, bytesPerChecksum = 512, crcType = 'CRC32C' }) {
+  if (!Number.isSafeInteger(bytesPerChecksum) || bytesPerChecksum <= 0) throw new TypeError(`bytesPerChecksum must be a positive integer, got ${bytesPerChecksum}`)
   if (!Number.isSafeInteger(blockSize) || blockSize <= 0 || blockSize % bytesPerChecksum !== 0) {
     throw new TypeError(`blockSize must be a positive multiple of ${bytesPerChecksum}, got ${blockSize}`)
   }

@@ -91,3 +91,66 @@ describe('WebHDFS backend: whose fault a failure is', () => {
     }
   })
 })
+
+// What a server (or a gateway in front of it) may answer that the backend must not trust.
+describe('WebHDFS answers that are refused or checked, not followed or trusted', () => {
+  const put = async (name = 'u.bin') => {
+    const root = await tempDir('fake-hdfs-')
+    const local = path.join(root, 'src.bin')
+    await fs.writeFile(local, Buffer.alloc(4096, 7))
+    return upload(job({ direction: 'upload', local, remote: `/${name}`, overwrite: true }), { backend, roots: [root] }).then(() => null, (e) => toSidecarError(e))
+  }
+
+  // A chunk size of 0 or less never ended the checksum's loop: the daemon's main thread hung.
+  it.each([
+    ['a negative bytesPerChecksum', { blockSize: 1 << 20, bytesPerChecksum: -512, checksumType: 'CRC32C' }],
+    ['a block size given as a string', { blockSize: '1048576', bytesPerChecksum: 512, checksumType: 'CRC32C' }],
+    ['a block size of 0', { blockSize: 0, bytesPerChecksum: 512, checksumType: 'CRC32C' }]
+  ])('GETSERVERDEFAULTS with %s: the upload goes on without HDFS\'s checksum', async (what, defaults) => {
+    fake = await startFakeWebHdfs({ defaults: { FsServerDefaults: defaults } })
+    backend = createWebHdfsBackend({ name: 'hdfs', namenodes: [fake.url], user: 'u', base: '/', checksum: true })
+    expect(await put()).toBeNull()
+    expect(fake.files.get('/u.bin')).toHaveLength(4096)
+  })
+
+  it('a 401 to GETSERVERDEFAULTS is asked again by the next job, not taken as a cluster without checksums', async () => {
+    let refused = 1
+    fake = await startFakeWebHdfs({ intercept: (req, res, { op }) => op === 'GETSERVERDEFAULTS' && refused-- > 0 && !!res.writeHead(401).end() })
+    backend = createWebHdfsBackend({ name: 'hdfs', namenodes: [fake.url], user: 'u', base: '/', checksum: true })
+    expect(await backend.createChecksum({})).toBeNull()
+    expect(await backend.createChecksum({})).toMatchObject({ crcType: 'CRC32C', bytesPerChecksum: 512 })
+  })
+
+  it.each([
+    ['a 302 (a gateway\'s login page)', (res) => res.writeHead(302, { location: 'http://127.0.0.1:1/login' }).end(), /answered HTTP 302/],
+    ['a Location that is not http(s)', (res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"Location":"file:///etc/passwd"}'), /without a usable datanode Location/]
+  ])('a CREATE answered with %s is REMOTE_REJECTED, and nothing is sent there', async (what, answer, message) => {
+    fake = await startFakeWebHdfs({ intercept: (req, res, { op, onDatanode }) => op === 'CREATE' && !onDatanode && !!answer(res) })
+    backend = createWebHdfsBackend({ name: 'hdfs', namenodes: [fake.url], user: 'u', base: '/', checksum: false })
+    expect(await put()).toMatchObject({ code: 'REMOTE_REJECTED', message: expect.stringMatching(message) })
+  })
+
+  it.each([['a string', '"not a status"'], ['an array', '[1,2,3]']])('a FileStatus that is %s is REMOTE_REJECTED, not a file', async (what, status) => {
+    fake = await startFakeWebHdfs({ statusJson: JSON.parse(`{"FileStatus":${status}}`) })
+    backend = createWebHdfsBackend({ name: 'hdfs', namenodes: [fake.url], user: 'u', base: '/', checksum: false })
+    await expect(backend.stat('/x')).rejects.toMatchObject({ code: 'REMOTE_REJECTED' })
+  })
+
+  // Cut to its first 500 characters before, a secret across the cut was no longer found, and shown in part.
+  it('a secret is redacted before a long message is cut', async () => {
+    const key = 'k3y-9f8e7d6c5b4a3928170605040302010'
+    fake = await startFakeWebHdfs({ intercept: (req, res, { op }) => op === 'CREATE' && !!res.writeHead(403).end(`${'x'.repeat(460)} refused request with key ${key} (token)`) })
+    backend = createWebHdfsBackend({ name: 'hdfs', namenodes: [fake.url], user: 'u', base: '/', checksum: false, headers: { 'x-api-key': key } })
+    const err = await put()
+    expect(err.code).toBe('PERMISSION_DENIED')
+    expect(err.message).not.toContain(key.slice(0, 8))
+  })
+})
+
+describe('TLS failures', () => {
+  it.each(['DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'CERT_HAS_EXPIRED', 'ERR_TLS_CERT_ALTNAME_INVALID', 'EPROTO'])('%s is the server refused (REMOTE_REJECTED), not INTERNAL or LOCAL_IO', (code) => {
+    const err = toSidecarError(Object.assign(new Error('handshake failed'), { code }))
+    expect({ code: err.code, retryable: err.retryable }).toEqual({ code: 'REMOTE_REJECTED', retryable: false })
+    expect(err.message).toMatch(/^TLS: /)
+  })
+})

@@ -59,15 +59,17 @@ export function remoteExceptionError (status, text, redact = createRedactor()) {
     re = JSON.parse(text).RemoteException ?? null
   } catch {}
   if (!re || typeof re.exception !== 'string') {
-    const message = redact(`HTTP ${status}: ${firstLine(text) || 'no body'}`)
+    const message = firstLine(`HTTP ${status}: ${redact(text) || 'no body'}`)
     const details = { status }
     if (status >= 500 || status === 408 || status === 429) return new RemoteUnavailableError(message, { details })
     if (status === 404) return new RemoteNotFoundError(message, { details })
     if (status === 401 || status === 403) return new PermissionDeniedError(message, { details })
     return new RemoteRejectedError(message, { details })
   }
-  const details = { status, exception: re.exception, javaClassName: re.javaClassName }
-  const message = redact(`${re.exception}: ${firstLine(re.message)}`)
+  // Redacted before it is cut: a secret cut in two would no longer be found.
+  const details = { status, exception: firstLine(redact(re.exception), 200) }
+  if (typeof re.javaClassName === 'string') details.javaClassName = firstLine(redact(re.javaClassName), 200)
+  const message = firstLine(`${redact(re.exception)}: ${redact(re.message)}`)
   const name = re.exception
   if (NOT_FOUND.has(name)) return new RemoteNotFoundError(message, { details })
   if (EXISTS.has(name)) return new RemoteExistsError(message, { details })
@@ -194,7 +196,7 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
       value = JSON.parse(text)
     } catch {}
     if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-      throw new RemoteRejectedError(`${what}: expected a JSON object, got ${JSON.stringify(redact(firstLine(text, 200)))}`)
+      throw new RemoteRejectedError(`${what}: expected a JSON object, got ${JSON.stringify(firstLine(redact(text), 200))}`)
     }
     return value
   }
@@ -250,17 +252,24 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
     }
     const { res, nn } = answer
     let location
-    if (res.statusCode === 307 || res.statusCode === 302) {
+    // 307, as a namenode redirects (a 302, say a gateway's login page, is not a datanode).
+    if (res.statusCode === 307) {
       await drain(res.body)
       location = res.headers.location
-    } else {
+    } else if (res.statusCode === 200) {
       location = (await readJson(res, op)).Location
+    } else {
+      await drain(res.body)
+      throw new RemoteRejectedError(`${op}: the namenode answered HTTP ${res.statusCode}, not a datanode's Location`)
     }
+    let url = null
     try {
-      return { location: new URL(location), nn }
-    } catch {
-      throw new RemoteRejectedError(`${op}: the namenode answered without a usable datanode Location`)
-    }
+      url = new URL(location)
+    } catch {}
+    if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) throw new RemoteRejectedError(`${op}: the namenode answered without a usable datanode Location`)
+    // The file's bytes and the delegation token in the Location stay on TLS once the namenode is.
+    if (namenodes[nn].startsWith('https:') && url.protocol !== 'https:') throw new RemoteRejectedError(`${op}: the namenode (https) redirected to a datanode over plain http; refused`)
+    return { location: url, nn }
   }
 
   // After a datanode step failed: blame the namenode it relays, or the datanode itself.
@@ -299,7 +308,7 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
     }
     const s = (await readJson(res, 'GETFILESTATUS'))?.FileStatus
     // A gateway's empty or foreign JSON is the server's fault, not a bug here (INTERNAL).
-    if (!Number.isSafeInteger(s?.length)) throw new RemoteRejectedError(`GETFILESTATUS ${remote}: no FileStatus with a length in the answer`)
+    if (s === null || typeof s !== 'object' || Array.isArray(s) || !Number.isSafeInteger(s.length)) throw new RemoteRejectedError(`GETFILESTATUS ${remote}: no FileStatus with a length in the answer`)
     return {
       size: s.length,
       type: s.type === 'DIRECTORY' ? 'dir' : 'file',
@@ -320,10 +329,10 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
         .then(({ res }) => readJson(res, 'GETSERVERDEFAULTS'))
         .then((json) => json.FsServerDefaults ?? null, (thrown) => {
           const err = toSidecarError(thrown)
-          if (err.retryable) {
-            serverDefaults = undefined // ask again next time
-            throw err
-          }
+          // Asked again next time after a transient failure, or a refusal (a token that expired):
+          // only a cluster that cannot answer it keeps the comparison off.
+          if (err.retryable || err.code === 'PERMISSION_DENIED') serverDefaults = undefined
+          if (err.retryable) throw err
           log.warn({ code: err.code, exception: err.details?.exception }, 'the cluster does not answer GETSERVERDEFAULTS; HDFS checksums are not compared')
           return null
         })
@@ -424,12 +433,14 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
       if (!target.checksum) return null
       const defaults = await getServerDefaults(signal)
       const crcType = CRC_TYPES[defaults?.checksumType]
-      if (!defaults || !crcType || !defaults.bytesPerChecksum) return null
+      // What a server says is checked: a chunk size of 0 or less would never end a loop.
+      const positive = (n) => Number.isSafeInteger(n) && n > 0
+      if (!defaults || !crcType || !positive(defaults.bytesPerChecksum)) return null
       if (remote && !blockSize) blockSize = (status !== undefined ? status : await fileStatus(remote, signal))?.blockSize
-      blockSize ||= defaults.blockSize
+      if (!positive(blockSize)) blockSize = defaults.blockSize
       // A file written with another chunk size may have a block size that is no multiple of ours;
       // its HDFS checksum is not comparable with one of our chunk size anyway.
-      if (blockSize % defaults.bytesPerChecksum !== 0) return null
+      if (!positive(blockSize) || blockSize % defaults.bytesPerChecksum !== 0) return null
       return createHdfsChecksum({ blockSize, bytesPerChecksum: defaults.bytesPerChecksum, crcType })
     },
 

@@ -8,6 +8,8 @@
 //   maxComponentBytes    CREATE refuses a longer name (HDFS max-component-length, 255 by default)
 //   statusJson           GETFILESTATUS answers this JSON (200) instead (a misbehaving gateway)
 //   datanodePort         the two-step redirects point at this port of 127.0.0.1 instead
+//   defaults             the JSON GETSERVERDEFAULTS answers (a misbehaving server)
+//   intercept(req, res, { op, onDatanode, path }) answers a request itself when it returns true
 import http from 'node:http'
 
 export async function startFakeWebHdfs (opts = {}) {
@@ -28,6 +30,7 @@ export async function startFakeWebHdfs (opts = {}) {
     const op = url.searchParams.get('op')
     const body = []
     for await (const c of req) body.push(c)
+    if (opts.intercept && await opts.intercept(req, res, { op, onDatanode, path: p })) return
     if (!onDatanode && ['CREATE', 'OPEN', 'GETFILECHECKSUM'].includes(op)) {
       const loc = new URL(`http://127.0.0.1:${opts.datanodePort ?? server.address().port}/dn/webhdfs/v1${raw}`)
       loc.search = url.search
@@ -36,7 +39,7 @@ export async function startFakeWebHdfs (opts = {}) {
     switch (op) {
       case 'GETSERVERDEFAULTS':
         if (opts.defaultsDelayMs) await new Promise((resolve) => setTimeout(resolve, opts.defaultsDelayMs))
-        return json(res, { FsServerDefaults: { blockSize: 1 << 20, bytesPerChecksum: 512, checksumType: 'CRC32C' } })
+        return json(res, opts.defaults ?? { FsServerDefaults: { blockSize: 1 << 20, bytesPerChecksum: 512, checksumType: 'CRC32C' } })
       case 'GETFILESTATUS': {
         if (opts.statusJson !== undefined) return json(res, opts.statusJson)
         if (!files.has(p)) return remoteException(res, 404, 'FileNotFoundException', `File does not exist: ${p}`)

@@ -68,10 +68,20 @@ final class Spool
         };
         $handle = null;
         try {
-            $handle = fopen($temp, 'xb');
+            // 0640 before a byte of the job is in it (fopen makes it 0666 less the umask, often
+            // 0644): the body names local paths and the callback URL.
+            $mask = umask(0027);
+            try {
+                $handle = fopen($temp, 'xb');
+            } finally {
+                umask($mask);
+            }
             if ($handle === false) {
                 $handle = null;
                 throw new SpoolException(sprintf('cannot create %s: %s', $temp, $why()));
+            }
+            if (!chmod($temp, 0640)) {
+                throw new SpoolException(sprintf('cannot chmod %s: %s', $temp, $why()));
             }
             $length = strlen($json);
             for ($written = 0; $written < $length;) {
@@ -90,7 +100,7 @@ final class Spool
             if (!$closed) {
                 throw new SpoolException(sprintf('cannot close %s: %s', $temp, $why()));
             }
-            if (!chmod($temp, 0640) || !rename($temp, $final)) {
+            if (!rename($temp, $final)) {
                 throw new SpoolException(sprintf('cannot publish %s: %s', $final, $why()));
             }
             // The rename itself must reach the disk, or a power cut can leave only the hidden temp

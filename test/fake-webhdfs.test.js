@@ -4,6 +4,7 @@
 import { describe, it, expect, afterEach } from 'vitest'
 import fs from 'node:fs/promises'
 import http from 'node:http'
+import dns from 'node:dns/promises'
 import path from 'node:path'
 import { startFakeWebHdfs } from './harness/fake-webhdfs.js'
 import { createWebHdfsBackend } from '../src/backends/webhdfs.js'
@@ -74,6 +75,38 @@ describe('WebHDFS backend: whose fault a failure is', () => {
     expect(warnings.filter((w) => w.m === 'datanode excluded')).toEqual([])
     const creates = fake.requests.filter((r) => r.includes('op=CREATE') && !r.startsWith('PUT /dn/'))
     expect(creates.at(-1)).not.toContain('excludedatanodes')
+  })
+
+  // HDFS keys datanodes by IP address (JMX LiveNodes, `excludedatanodes`), while a namenode's
+  // Location names one by its host name: unresolved, the exclusion named nothing HDFS knew.
+  it('a datanode named by host name in its Location is excluded by its IP transfer address', async () => {
+    let failing = true
+    const { address } = await dns.lookup('localhost') // as the backend resolves it
+    const ip = address.includes(':') ? `[${address}]` : address
+    fake = await startFakeWebHdfs({
+      intercept: (req, res, { op, onDatanode }) => {
+        const port = new URL(fake.url).port
+        if (req.url.startsWith('/jmx')) return !!res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ beans: [{ LiveNodes: JSON.stringify({ 'dn1:50010': { infoAddr: `${ip}:${port}`, xferaddr: '127.0.0.1:50010' } }) }] }))
+        if (op === 'CREATE' && !onDatanode) {
+          const loc = new URL(`http://localhost:${port}${req.url.replace('/webhdfs/v1', '/dn/webhdfs/v1')}`)
+          return !!res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ Location: loc.href }))
+        }
+        if (op === 'CREATE' && onDatanode && failing) {
+          failing = false
+          return !!res.writeHead(403, { 'content-type': 'application/json' }).end(JSON.stringify({ RemoteException: { exception: 'IOException', javaClassName: 'java.io.IOException', message: 'All datanodes are bad' } }))
+        }
+        return false
+      }
+    })
+    backend = createWebHdfsBackend({ name: 'hdfs', namenodes: [fake.url], user: 'u', base: '/', checksum: false })
+    const root = await tempDir('fake-webhdfs-')
+    const local = path.join(root, 'src.bin')
+    await fs.writeFile(local, Buffer.alloc(1000, 1))
+    const err = await upload(job({ direction: 'upload', local, remote: '/a.bin', overwrite: true }), { backend, roots: [root] }).then(() => null, (e) => e)
+    expect(err?.code).toBe('REMOTE_UNAVAILABLE')
+    await upload(job({ direction: 'upload', local, remote: '/b.bin', overwrite: true }), { backend, roots: [root] })
+    const creates = fake.requests.filter((r) => r.includes('op=CREATE') && !r.startsWith('PUT /dn/'))
+    expect(creates.at(-1)).toContain('excludedatanodes=127.0.0.1%3A50010')
   })
 
   it('a namenode answering JSON that is not an object fails the job as REMOTE_REJECTED, not INTERNAL', async () => {

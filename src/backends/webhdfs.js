@@ -4,6 +4,8 @@
 // carry a credential reaches a message or a log line: a datanode Location holds `delegation=`.
 import { Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
+import dns from 'node:dns/promises'
+import net from 'node:net'
 import {
   RemoteNotFoundError, RemoteExistsError, PermissionDeniedError, RemoteRejectedError, RemoteUnavailableError,
   RemoteQuotaExceededError, ChecksumMismatchError, NetworkError, TimeoutError, toSidecarError
@@ -219,8 +221,17 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
         log.debug({ code: toSidecarError(err).code }, 'no datanode list from the namenode; excluding datanodes by host')
       }
     }
+    const known = datanodeMap.byHttp.get(httpAddr)
+    if (known) return known
+    // A Location names the datanode by its host name; HDFS keys its datanodes by IP address (the
+    // JMX list and `excludedatanodes` alike): a name is resolved, or the exclusion does nothing.
+    const at = httpAddr.lastIndexOf(':')
+    const host = httpAddr.slice(0, at).replace(/^\[(.*)\]$/, '$1')
+    let ip = host
+    if (!net.isIP(host)) ip = await dns.lookup(host).then((a) => a.address, () => host)
+    const port = httpAddr.slice(at + 1)
     // Without the map, the host alone (right on real clusters: one datanode per host).
-    return datanodeMap.byHttp.get(httpAddr) ?? httpAddr.replace(/:\d+$/, '')
+    return datanodeMap.byHttp.get(net.isIPv6(ip) ? `[${ip}]:${port}` : `${ip}:${port}`) ?? ip
   }
 
   function excludeDatanode (location, why) {

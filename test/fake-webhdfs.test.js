@@ -79,14 +79,16 @@ describe('WebHDFS backend: whose fault a failure is', () => {
 
   // HDFS keys datanodes by IP address (JMX LiveNodes, `excludedatanodes`), while a namenode's
   // Location names one by its host name: unresolved, the exclusion named nothing HDFS knew.
-  it('a datanode named by host name in its Location is excluded by its IP transfer address', async () => {
+  // A cluster of a few hundred datanodes answers JMX with more than the 64 KiB of an error body.
+  it.each([['', 0], [', among 400 datanodes (JMX over 64 KiB)', 400]])('a datanode named by host name in its Location is excluded by its IP transfer address%s', async (what, others) => {
     let failing = true
     const { address } = await dns.lookup('localhost') // as the backend resolves it
     const ip = address.includes(':') ? `[${address}]` : address
+    const padding = Object.fromEntries(Array.from({ length: others }, (_, i) => [`dn${i + 2}:50010`, { infoAddr: `10.0.${i >> 8}.${i & 255}:9864`, xferaddr: `10.0.${i >> 8}.${i & 255}:50010`, capacity: 1e12, usedSpace: 1e9, version: '3.4.1', lastContact: 1 }]))
     fake = await startFakeWebHdfs({
       intercept: (req, res, { op, onDatanode }) => {
         const port = new URL(fake.url).port
-        if (req.url.startsWith('/jmx')) return !!res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ beans: [{ LiveNodes: JSON.stringify({ 'dn1:50010': { infoAddr: `${ip}:${port}`, xferaddr: '127.0.0.1:50010' } }) }] }))
+        if (req.url.startsWith('/jmx')) return !!res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ beans: [{ LiveNodes: JSON.stringify({ ...padding, 'dn1:50010': { infoAddr: `${ip}:${port}`, xferaddr: '127.0.0.1:50010' } }) }] }))
         if (op === 'CREATE' && !onDatanode) {
           const loc = new URL(`http://localhost:${port}${req.url.replace('/webhdfs/v1', '/dn/webhdfs/v1')}`)
           return !!res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ Location: loc.href }))

@@ -191,8 +191,8 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
   }
 
   // A JSON object; anything else (not JSON, `null`, a list) is the server's fault, not a bug here.
-  async function readJson (res, what) {
-    const text = await readSmall(res.body)
+  async function readJson (res, what, limit) {
+    const text = await readSmall(res.body, limit)
     let value
     try {
       value = JSON.parse(text)
@@ -212,7 +212,8 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
         const url = new URL(`${namenodes[active]}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo`)
         const res = await send(url, { signal, headers: headersFor(url) })
         if (res.statusCode !== 200) throw await failed(res)
-        const live = JSON.parse((await readJson(res, 'NameNodeInfo')).beans?.[0]?.LiveNodes ?? '{}')
+        // ~1 KiB a datanode: more than the 64 KiB of an error body on a cluster of a hundred.
+        const live = JSON.parse((await readJson(res, 'NameNodeInfo', 8 << 20)).beans?.[0]?.LiveNodes ?? '{}')
         const byHttp = new Map()
         for (const [xfer, node] of Object.entries(live)) if (node?.infoAddr) byHttp.set(node.infoAddr, node.xferaddr ?? xfer)
         datanodeMap = { at: clock(), byHttp }

@@ -98,7 +98,8 @@ export class Scheduler {
   // Rebuilds state from the journal: jobs that were running are queued again, to start from the
   // beginning (or their offset) once start() lets the queues run.
   async recover () {
-    const records = this.store.loaded().sort((a, b) => a.createdAt.localeCompare(b.createdAt))
+    // Sorted as strings: a record with a missing or odd field must not stop the start.
+    const records = this.store.loaded().sort((a, b) => String(a.createdAt ?? '').localeCompare(String(b.createdAt ?? '')))
     let requeued = 0
     const interrupted = []
     for (const job of records) {
@@ -136,7 +137,7 @@ export class Scheduler {
       else this.#enqueue(job)
     }
     // Oldest end first, as #prune expects; the jobs failed below end now, after them.
-    const ended = records.filter((j) => FINAL_STATES.has(j.state)).sort((a, b) => a.finishedAt.localeCompare(b.finishedAt))
+    const ended = records.filter((j) => FINAL_STATES.has(j.state)).sort((a, b) => String(a.finishedAt ?? '').localeCompare(String(b.finishedAt ?? '')))
     for (const job of ended) this.finished.add(job.id)
     for (const job of interrupted) {
       const err = new InterruptedError(`the daemon stopped (a crash or kill) during the job's last attempt (${job.attempts} of ${this.config.targets[job.target].retry.attempts})`)

@@ -57,6 +57,7 @@ class JobStore {
   #replayed // the records found at open, for loaded()
   #touched = null // while a compaction runs: the jobs put or removed meanwhile
   #compactAsked = null // compact() was called: { promise, resolve, reject } of the rewrite to come
+  #unacked = new Set() // jobs whose first record is not written yet: a compaction must not copy them
 
   constructor ({ dir, file, records, logger, compactMinLines, sync, syncIntervalMs }) {
     this.dir = dir
@@ -89,6 +90,7 @@ class JobStore {
   put (record, { durable = true } = {}) {
     const json = JSON.stringify(record)
     const created = !this.records.has(record.id)
+    if (created) this.#unacked.add(record.id)
     this.records.set(record.id, json)
     this.#touched?.add(record.id)
     return this.#append(record.id, `{"op":"put","job":${json}}`, json, created ? record.id : null, durable)
@@ -153,6 +155,7 @@ class JobStore {
     this.#torn = false
     for (const b of batch) {
       const length = Buffer.byteLength(b.line)
+      if (b.createdId) this.#unacked.delete(b.createdId)
       if (b.json !== null && this.records.get(b.id) === b.json) this.records.set(b.id, { at, length })
       at += length + 1
       b.resolve()
@@ -163,10 +166,20 @@ class JobStore {
     if (this.#compactDue()) this.#flushing ??= this.#flush()
   }
 
-  // Not acknowledged, so a job created by this batch must not survive in a later compaction.
+  // Not acknowledged, so a job created by this batch must not survive in a later compaction. A
+  // later record of a job that exists (a state change, its end) is written again with the next
+  // batch, held back as a deferred one, unless a newer one comes first: a failed write of a job's
+  // "succeeded" would otherwise leave "running" on disk, and the job would run again after a
+  // restart.
   #failed (batch, err) {
     for (const b of batch) {
-      if (b.createdId) this.records.delete(b.createdId)
+      if (b.createdId) {
+        this.records.delete(b.createdId)
+        this.#unacked.delete(b.createdId)
+      } else if (b.json !== null && this.records.get(b.id) === b.json && !this.#deferred.has(b.id)) {
+        this.#deferred.set(b.id, { ...b, resolve () {}, reject () {} })
+        this.#deferTimer ??= setTimeout(() => this.#flushDeferred(), DEFER_MS).unref()
+      }
       b.reject(err)
     }
   }
@@ -282,6 +295,7 @@ class JobStore {
     this.#deferTimer = null
     this.#deferred.clear()
     const tmp = `${this.file}.tmp`
+    let renamed = false
     const ids = [] // each job written, and the place of its line in the new journal
     const places = []
     const out = await fs.open(tmp, 'w', 0o640)
@@ -321,6 +335,9 @@ class JobStore {
           placed.push([id, was])
           continue
         }
+        // A new job's first record still on its way: written after the rewrite, by its own batch,
+        // which may yet fail (the job is then refused, and must not be in the journal).
+        if (this.#unacked.has(id)) continue
         const line = `{"op":"put","job":${was}}`
         await add(id, Buffer.byteLength(line), (into, offset) => into.write(line, offset))
       }
@@ -351,6 +368,7 @@ class JobStore {
       await out.sync()
       await out.close()
       await fs.rename(tmp, this.file)
+      renamed = true
       // The lines are now where the new journal has them; a job put or removed meanwhile keeps
       // what it has (its newer record, written to the new journal next; or nothing).
       const touched = this.#touched
@@ -360,18 +378,26 @@ class JobStore {
     } finally {
       this.#touched = null
       await out.close().catch(() => {})
+      // A rewrite that failed (a full disk) must not keep the space it took from the journal.
+      if (!renamed) await fs.unlink(tmp).catch(() => {})
     }
     // From here on the old handle writes to a file that has no name any more: never use it again.
     const old = this.#handle
     this.#handle = null
     await old?.close().catch(() => {})
+    await syncDir(this.dir)
     // O_DSYNC ("fsync" mode): each batch is one write that returns when it is on disk (one
     // thread-pool hop, not two).
-    this.#handle = await fs.open(this.file, this.flags, 0o640)
-    this.#size = (await this.#handle.stat()).size
+    const handle = await fs.open(this.file, this.flags, 0o640)
+    try {
+      this.#size = (await handle.stat()).size
+    } catch (err) {
+      await handle.close().catch(() => {})
+      throw err // #flush opens it again (and stats it) before its next write
+    }
+    this.#handle = handle
     this.#torn = false
     this.#linesSinceCompact = 0
-    await syncDir(this.dir)
   }
 
   async close () {

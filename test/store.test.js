@@ -3,6 +3,8 @@
 // next durable write, or DEFER_MS, and a newer record of the same job replaces it.
 import { describe, it, expect, afterEach } from 'vitest'
 import fs from 'node:fs/promises'
+import fsSync from 'node:fs'
+import { syncBuiltinESMExports } from 'node:module'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { promisify } from 'node:util'
@@ -244,6 +246,91 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
       await fs.rmdir(path.join(dir, 'jobs.journal.tmp'))
       store = await openJobStore({ dir, sync })
       expect(store.loaded()).toEqual([{ id: 'a', state: 's2' }, { id: 'b', state: 'queued' }])
+    })
+
+    // Writes whose data starts with `prefix` fail with `code`, `times` times: FileHandle.writev (the
+    // journal's batches, a compaction's copy) and fs.writeSync ("write" mode's batches).
+    async function failWrites (prefix, { code = 'ENOSPC', times = 1 } = {}) {
+      const probe = await fs.open('/dev/null')
+      const proto = Object.getPrototypeOf(probe)
+      await probe.close()
+      const fail = (data) => {
+        if (times <= 0 || !data.toString().startsWith(prefix)) return false
+        times--
+        return true
+      }
+      const { writev } = proto
+      const { writeSync } = fsSync
+      proto.writev = function (buffers, position) {
+        if (fail(Buffer.concat(buffers))) return Promise.reject(Object.assign(new Error(`${code}: injected`), { code }))
+        return writev.call(this, buffers, position)
+      }
+      fsSync.writeSync = function (fd, data, offset = 0, ...rest) {
+        if (Buffer.isBuffer(data) && fail(data.subarray(offset))) throw Object.assign(new Error(`${code}: injected`), { code })
+        return writeSync.call(this, fd, data, offset, ...rest)
+      }
+      syncBuiltinESMExports()
+      return () => {
+        proto.writev = writev
+        fsSync.writeSync = writeSync
+        syncBuiltinESMExports()
+      }
+    }
+
+    // A compaction due while a new job's first record waited for its batch copied it into the new
+    // journal; the batch then failed, the job was refused (503), and yet it ran after a restart.
+    it('a new job whose batch fails after a compaction copied the journal is not in it', async () => {
+      const dir = await tempDir('store-')
+      store = await openJobStore({ dir, sync, compactMinLines: 10, logger: quiet })
+      const restore = await failWrites('{"op":"put","job":{"id":"X"')
+      try {
+        for (let i = 0; i < 10; i++) await store.put({ id: 'a', state: `s${i}` })
+        const due = store.put({ id: 'a', state: 's10' }) // makes a compaction due once written
+        const refused = store.put({ id: 'X', state: 'queued' }) // waits for it, then fails
+        await due
+        await expect(refused).rejects.toMatchObject({ code: 'ENOSPC' })
+      } finally {
+        restore()
+      }
+      await store.close()
+      store = await openJobStore({ dir, sync })
+      expect(store.loaded()).toEqual([{ id: 'a', state: 's10' }])
+    })
+
+    // The record of a job that exists (its end, say) failed to be written: it was only logged, and
+    // the job, "succeeded" in the API, ran again after a restart.
+    it('a later record of an existing job whose write failed is written with the next batch', async () => {
+      const dir = await tempDir('store-')
+      store = await openJobStore({ dir, sync, logger: quiet })
+      await store.put({ id: 'a', state: 'running' })
+      const restore = await failWrites('{"op":"put","job":{"id":"a","state":"succeeded"', { code: 'EIO' })
+      try {
+        await expect(store.put({ id: 'a', state: 'succeeded' })).rejects.toMatchObject({ code: 'EIO' })
+      } finally {
+        restore()
+      }
+      await store.put({ id: 'b', state: 'queued' })
+      await store.close()
+      store = await openJobStore({ dir, sync })
+      expect(store.loaded()).toEqual([{ id: 'a', state: 'succeeded' }, { id: 'b', state: 'queued' }])
+    })
+
+    it('a compaction that fails before its rename leaves no temp file taking the disk', async () => {
+      const dir = await tempDir('store-')
+      store = await openJobStore({ dir, sync, logger: quiet })
+      for (let i = 0; i < 5; i++) await store.put({ id: `j${i}`, state: 'queued' })
+      const rename = fs.rename
+      fs.rename = async () => { throw Object.assign(new Error('ENOSPC: injected'), { code: 'ENOSPC' }) }
+      try {
+        await expect(store.compact()).rejects.toMatchObject({ code: 'ENOSPC' })
+      } finally {
+        fs.rename = rename
+      }
+      expect(await fs.readdir(dir)).toEqual(['jobs.journal'])
+      await store.put({ id: 'j5', state: 'queued' })
+      await store.close()
+      store = await openJobStore({ dir, sync })
+      expect(store.loaded().map((j) => j.id)).toEqual(['j0', 'j1', 'j2', 'j3', 'j4', 'j5'])
     })
 
     // A real short write: the child runs under `ulimit -f 8` (its files cannot grow past 8 KiB, as on a

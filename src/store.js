@@ -90,7 +90,7 @@ class JobStore {
   put (record, { durable = true } = {}) {
     const json = JSON.stringify(record)
     const created = !this.records.has(record.id)
-    if (created) this.#unacked.add(record.id)
+    if (created && durable) this.#unacked.add(record.id) // until #written or #failed (createdId)
     this.records.set(record.id, json)
     this.#touched?.add(record.id)
     return this.#append(record.id, `{"op":"put","job":${json}}`, json, created ? record.id : null, durable)

@@ -2,13 +2,14 @@
 // Per-target FIFO queues with a concurrency limit, retries with exponential backoff and jitter,
 // cancel and shutdown through each job's AbortController, pruning of finished jobs.
 import { upload, download, finishPublish, discardPartial } from './transfer.js'
-import { parseJobRequest, newJob, sameRequest, hashesSha256, FINAL_STATES } from './jobs.js'
+import { parseJobRequest, newJob, sameRequest, hashesSha256, FINAL_STATES, STATES } from './jobs.js'
 import { resolveSource, resolveDestination } from './paths.js'
 import {
   toSidecarError, CancelledError, JobConflictError, JobFinishedError, JobNotFoundError, QueueFullError,
   ShuttingDownError, StoreUnavailableError, InterruptedError
 } from './errors.js'
 
+const MAX_TIMER_MS = 2 ** 31 - 1
 const TRANSFER = { upload, download }
 
 // Of a job's `bytes`, those its current (or last) attempt moved: a resumed download started at
@@ -103,6 +104,9 @@ export class Scheduler {
     let requeued = 0
     const interrupted = []
     for (const job of records) {
+      // A state this version does not know (a journal from a newer one, an edit): the job was
+      // accepted, so it runs, rather than count as unfinished for ever without running.
+      if (!STATES.includes(job.state)) job.state = 'queued'
       if (!this.queues.has(job.target) && !FINAL_STATES.has(job.state)) {
         job.state = 'failed'
         job.error = { code: 'UNKNOWN_TARGET', message: `target ${job.target} is no longer configured` }
@@ -439,12 +443,16 @@ export class Scheduler {
     if (!this.stopping) this.#later(job)
   }
 
+  // A wait longer than node's longest timer (2^31 - 1 ms, ~24.8 days; only a journal from
+  // elsewhere holds one) is waited in steps: node would fire it after 1 ms.
   #later (job) {
     const delay = Math.max(0, Date.parse(job.nextAttemptAt) - this.clock())
     const timer = setTimeout(() => {
       this.timers.delete(job.id)
-      if (job.state === 'queued') this.#enqueue(job)
-    }, delay)
+      if (job.state !== 'queued') return
+      if (delay > MAX_TIMER_MS) this.#later(job)
+      else this.#enqueue(job)
+    }, Math.min(delay, MAX_TIMER_MS))
     this.timers.set(job.id, timer)
   }
 

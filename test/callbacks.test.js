@@ -143,6 +143,35 @@ describe('records with odd fields at recovery', () => {
   })
 })
 
+describe('a retry due further away than node\'s longest timer', () => {
+  it('waits for its time (node fires a longer timer after 1 ms)', async () => {
+    const root = await tempDir('cb-root-')
+    await fs.writeFile(path.join(root, 'a.txt'), 'a\n')
+    const stateDir = await seeded({ id: 'far-retry-1', local: path.join(root, 'a.txt'), state: 'queued', attempts: 1, nextAttemptAt: '2999-01-01T00:00:00.000Z' })
+    const sc = await start({ stateDir, root })
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      expect((await sc.api.job('far-retry-1')).json).toMatchObject({ state: 'queued', attempts: 1 })
+    } finally {
+      await sc.stop({ graceMs: 0 })
+    }
+  })
+})
+
+describe('a job in a state this version does not know', () => {
+  it('runs (it was accepted), rather than stay unfinished for ever', async () => {
+    const root = await tempDir('cb-root-')
+    await fs.writeFile(path.join(root, 'a.txt'), 'a\n')
+    const stateDir = await seeded({ id: 'odd-state-1', local: path.join(root, 'a.txt'), state: 'paused' })
+    const sc = await start({ stateDir, root })
+    try {
+      await waitFor(async () => (await sc.api.job('odd-state-1')).json.state === 'succeeded', { timeoutMs: 10000 })
+    } finally {
+      await sc.stop({ graceMs: 0 })
+    }
+  })
+})
+
 describe('callbacks.allow after a restart', () => {
   it.each([
     ['the prefix was removed', (url) => [`${url}/hooks/`], '/old/done'],

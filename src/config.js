@@ -161,7 +161,7 @@ function realDir (value, field, { create = false } = {}) {
 }
 
 // Milliseconds that go to a timer: node fires a timer of more than 2^31 − 1 ms after 1 ms.
-const MAX_TIMER_MS = 2 ** 31 - 1
+export const MAX_TIMER_MS = 2 ** 31 - 1
 // Bounds of the integer fields of the sections, where they are not 0 … Number.MAX_SAFE_INTEGER.
 const BOUNDS = {
   'queue.limit': { min: 1 },

@@ -4,12 +4,12 @@
 import { upload, download, finishPublish, discardPartial } from './transfer.js'
 import { parseJobRequest, newJob, sameRequest, hashesSha256, FINAL_STATES, STATES } from './jobs.js'
 import { resolveSource, resolveDestination } from './paths.js'
+import { MAX_TIMER_MS } from './config.js'
 import {
   toSidecarError, CancelledError, JobConflictError, JobFinishedError, JobNotFoundError, QueueFullError,
   ShuttingDownError, StoreUnavailableError, InterruptedError
 } from './errors.js'
 
-const MAX_TIMER_MS = 2 ** 31 - 1
 const TRANSFER = { upload, download }
 
 // Of a job's `bytes`, those its current (or last) attempt moved: a resumed download started at

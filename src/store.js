@@ -109,8 +109,7 @@ class JobStore {
     if (this.#closed) return Promise.reject(new Error('job store is closed'))
     this.#deferred.delete(id) // superseded: replay keeps the last line per id
     if (!durable) {
-      this.#deferred.set(id, { id, line, json, createdId: null, resolve () {}, reject () {} })
-      this.#deferTimer ??= setTimeout(() => this.#flushDeferred(), DEFER_MS).unref()
+      this.#defer({ id, line, json, createdId: null })
       return Promise.resolve()
     }
     // "write" mode, nothing else writing (a compaction, a reopen): written before this returns.
@@ -177,8 +176,7 @@ class JobStore {
         this.records.delete(b.createdId)
         this.#unacked.delete(b.createdId)
       } else if (b.json !== null && this.records.get(b.id) === b.json && !this.#deferred.has(b.id)) {
-        this.#deferred.set(b.id, { ...b, resolve () {}, reject () {} })
-        this.#deferTimer ??= setTimeout(() => this.#flushDeferred(), DEFER_MS).unref()
+        this.#defer(b)
       }
       b.reject(err)
     }
@@ -192,6 +190,12 @@ class JobStore {
       // covered can be lost in a power cut, as in "write" mode anyway; a crash still keeps it.
       if (handle === this.#handle) this.logger?.error({ err }, 'background fdatasync of the journal failed')
     })
+  }
+
+  // Holds a line back (nobody waits for it), written with the next batch or within DEFER_MS.
+  #defer (entry) {
+    this.#deferred.set(entry.id, { ...entry, resolve () {}, reject () {} })
+    this.#deferTimer ??= setTimeout(() => this.#flushDeferred(), DEFER_MS).unref()
   }
 
   // Moves the deferred lines into the next batch.

@@ -67,6 +67,7 @@ export function sendJson (res, status, body, headers = {}) {
 export function sendError (res, err, logger) {
   const { error, body, retryAfter } = errorAnswer(err, logger)
   if (res.headersSent) return res.destroy() // mid-body: the client must see a truncated answer
+  if (error.code === 'PAYLOAD_TOO_LARGE') res.shouldKeepAlive = false // the rest of the body is not read
   const headers = retryAfter ? { 'retry-after': String(retryAfter) } : {}
   if (error.code === 'UNAUTHORIZED') headers['www-authenticate'] = 'Bearer realm="transfer-sidecar"'
   sendJson(res, error.statusCode, body, headers)

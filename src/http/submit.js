@@ -57,10 +57,7 @@ function readBody (req) {
 // express middleware for the other routes with a JSON body: read and parsed as this one's, into
 // req.body (not express.json, which decodes invalid UTF-8 into U+FFFD and inflates gzip bodies).
 export function jsonBody (req, res, next) {
-  readBody(req).then((text) => { req.body = parseJson(text) }).then(() => next(), (err) => {
-    if (err instanceof PayloadTooLargeError) res.shouldKeepAlive = false // the rest of the body is not read
-    next(err)
-  })
+  readBody(req).then((text) => { req.body = parseJson(text) }).then(() => next(), next)
 }
 
 // Like express.json({ strict: true }): only an object or array at the top level is JSON here.
@@ -95,7 +92,6 @@ export function submitHandler ({ config, scheduler, logger }) {
       const { job, created, state } = await scheduler.submit(body)
       sendJson(res, created ? 202 : 200, { id: job.id, state }, { location: `/v1/jobs/${job.id}` })
     } catch (err) {
-      if (err instanceof PayloadTooLargeError) res.shouldKeepAlive = false // the rest of the body is not read
       sendError(res, err, logger)
     } finally {
       logHandoff(logger, { method: 'POST', path: '/v1/jobs' }, res.statusCode, start)

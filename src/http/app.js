@@ -1,12 +1,14 @@
 // The control API: POST /v1/jobs and GET /v1/jobs/{id} on fast paths of their own (submit.js,
-// status.js), everything else on express.
+// status.js), and a plain GET of /healthz or /metrics (below); everything else on express, which
+// is loaded with the first request that needs it. A daemon that only takes hand-offs, answers
+// status and health checks and is scraped never loads it: 11–12 MiB less RSS (express and its
+// dependencies, measured on node 26 beside pino, prom-client and node:http).
 // Every error is answered as {"error":{"code","message"}} with the status its SidecarError carries.
-import express from 'express'
 import { InvalidRequestError, RouteNotFoundError, MethodNotAllowedError, BrowserRefusedError } from '../errors.js'
 import { STATES } from '../jobs.js'
 import { streamHandler } from './stream.js'
 import { parseObservation } from './observations.js'
-import { requireToken, logWhenAnswered, sendError } from './respond.js'
+import { requireToken, logWhenAnswered, sendError, sendJson } from './respond.js'
 import { isSubmit, jsonBody, submitHandler } from './submit.js'
 import { CLIENT_GONE, jobStatus, matchStatus, parseWait, statusHandler } from './status.js'
 
@@ -37,7 +39,8 @@ function browserRequest (req) {
   return null
 }
 
-export function createApp ({ config, scheduler, backends, metrics, logger }) {
+// The routes express serves, built once it is loaded.
+function expressApp (express, { config, scheduler, backends, metrics, logger }) {
   const app = express()
   app.disable('x-powered-by')
   app.disable('etag')
@@ -108,8 +111,38 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
   app.use((req, res, next) => next(new RouteNotFoundError(`no route ${req.method} ${req.path.slice(0, 200)}`)))
 
   app.use((err, req, res, next) => sendError(res, err, logger))
-  const submit = submitHandler({ config, scheduler, logger })
-  const status = statusHandler({ config, scheduler, logger })
+  return app
+}
+
+// GET /healthz and GET /metrics, exactly so (no query, origin-form), as express answers them: what
+// load balancers, service managers and Prometheus ask every few seconds. Any other form of the
+// two routes (HEAD, a query, another method) goes to express, which answers it the same way.
+function probeHandler ({ config, scheduler, metrics, logger }) {
+  const checkToken = requireToken(config.token)
+  return async (req, res) => {
+    logWhenAnswered(logger, req, res, req.url)
+    try {
+      if (req.url === '/healthz') return sendJson(res, 200, { status: scheduler.stopping ? 'stopping' : 'ok', jobs: scheduler.stats() })
+      checkToken(req.headers.authorization)
+      const text = await metrics.registry.metrics()
+      res.writeHead(200, { 'content-type': metrics.registry.contentType, 'content-length': Buffer.byteLength(text) })
+      res.end(text)
+    } catch (err) {
+      sendError(res, err, logger)
+    }
+  }
+}
+
+const isProbe = (req) => req.method === 'GET' && (req.url === '/healthz' || req.url === '/metrics')
+
+export function createApp (deps) {
+  const { config, logger } = deps
+  const submit = submitHandler(deps)
+  const status = statusHandler(deps)
+  const probe = probeHandler(deps)
+  let app = null
+  let loading = null
+  const loadApp = () => (loading ??= import('express').then(({ default: express }) => (app = expressApp(express, deps))))
   return (req, res) => {
     // RFC 9112 3.2; node's own check (requireHostHeader) would answer without a JSON body.
     const refused = req.headers.host === undefined && req.httpVersion === '1.1'
@@ -122,7 +155,10 @@ export function createApp ({ config, scheduler, backends, metrics, logger }) {
     }
     if (isSubmit(req)) return submit(req, res)
     const asked = matchStatus(req)
-    return asked ? status(req, res, asked) : app(req, res)
+    if (asked) return status(req, res, asked)
+    if (isProbe(req)) return probe(req, res)
+    if (app) return app(req, res)
+    loadApp().then((loaded) => loaded(req, res), (err) => sendError(res, err, logger))
   }
 }
 

@@ -18,16 +18,18 @@ const movedThisAttempt = (job, bytes) => Math.max(0, bytes - (job.direction === 
 
 // The jobs waiting for a slot of one target, oldest first: O(1) to add and to take the oldest
 // (for queues of tens of thousands of jobs). A job cancelled while it waits is dropped from the
-// count at once, and from memory once the dropped ones are half of what is held.
+// count at once, and from memory once the dropped ones are half of what is held. Membership is by
+// the job object, not only its id: a job cancelled, pruned and then submitted again under the same
+// id is a new object, and the old one, still held, must not take its place.
 class JobQueue {
   #items = []
   #head = 0
-  #ids = new Set() // of the jobs waiting
-  get length () { return this.#ids.size }
+  #waiting = new Map() // id → the job waiting under it
+  get length () { return this.#waiting.size }
 
   push (job) {
-    if (this.#ids.has(job.id)) return
-    this.#ids.add(job.id)
+    if (this.#waiting.has(job.id)) return
+    this.#waiting.set(job.id, job)
     this.#items.push(job)
   }
 
@@ -39,16 +41,19 @@ class JobQueue {
         this.#items = this.#items.slice(this.#head)
         this.#head = 0
       }
-      if (this.#ids.delete(job.id)) return job
+      if (this.#waiting.get(job.id) === job) {
+        this.#waiting.delete(job.id)
+        return job
+      }
     }
     return undefined
   }
 
   delete (id) {
-    if (!this.#ids.delete(id)) return
+    if (!this.#waiting.delete(id)) return
     const held = this.#items.length - this.#head
-    if (held > 1024 && this.#ids.size * 2 < held) {
-      this.#items = this.#items.slice(this.#head).filter((job) => this.#ids.has(job.id))
+    if (held > 1024 && this.#waiting.size * 2 < held) {
+      this.#items = this.#items.slice(this.#head).filter((job) => this.#waiting.get(job.id) === job)
       this.#head = 0
     }
   }

@@ -4,6 +4,7 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { execFileSync } from 'node:child_process'
+import http from 'node:http'
 import { startFaultServer } from './harness/faults.js'
 import { startTestSidecar, tempDir, waitFor } from './helpers/sidecar.js'
 
@@ -79,6 +80,46 @@ describe('queue', () => {
       expect(await statuses()).toEqual([404, 404, 404, 200, 200, 200])
     } finally {
       await keep.stop()
+    }
+  })
+
+  // A cancelled job stays in its queue's array until the queue reaches it; the job submitted again
+  // under its id once it was pruned must run, not be dropped in its place.
+  it('runs a job submitted again under the id of one cancelled while queued and since pruned', async () => {
+    let release
+    const held = new Promise((resolve) => { release = resolve })
+    const server = http.createServer(async (req, res) => {
+      if (req.url === '/held') await held
+      res.writeHead(200, { 'content-length': 5 }).end('hello')
+    })
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const dir = await tempDir('requeue-root-')
+    await fs.writeFile(path.join(dir, 'a'), 'a')
+    const again = await startTestSidecar({
+      roots: [dir],
+      extra: { queue: { keepFinished: 1 } },
+      targets: { web: { type: 'http', url: `http://127.0.0.1:${server.address().port}/`, concurrency: 1 }, local: { type: 'file', dir: await tempDir('requeue-store-') } }
+    })
+    try {
+      const blocker = await again.api.submit({ direction: 'download', target: 'web', local: path.join(dir, 'held'), remote: '/held' })
+      await waitFor(async () => (await again.api.job(blocker.json.id)).json.state === 'running')
+      const job = { id: 'requeued-job-0001', direction: 'download', target: 'web', local: path.join(dir, 'k'), remote: '/k' }
+      expect((await again.api.submit(job)).status).toBe(202)
+      expect((await again.api.call('DELETE', `/v1/jobs/${job.id}`)).json.state).toBe('cancelled')
+      for (let i = 0; i < 2; i++) {
+        expect((await again.api.run({ direction: 'upload', target: 'local', local: path.join(dir, 'a'), remote: `/a${i}`, overwrite: true })).state).toBe('succeeded')
+      }
+      await again.scheduler.pruning
+      expect((await again.api.job(job.id)).status).toBe(404)
+      expect((await again.api.submit(job)).status).toBe(202)
+      release()
+      expect((await again.api.job(blocker.json.id, 30)).json.state).toBe('succeeded')
+      expect((await again.api.job(job.id, 30)).json).toMatchObject({ state: 'succeeded', attempts: 1 })
+      expect(again.scheduler.stats()).toMatchObject({ unfinished: 0, waiting: 0, queued: 0 })
+    } finally {
+      release()
+      await again.stop({ graceMs: 0 })
+      server.close()
     }
   })
 

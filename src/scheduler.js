@@ -329,14 +329,14 @@ export class Scheduler {
 
   async #prune () {
     const cutoff = this.clock() - this.config.queue.retentionSeconds * 1000
-    let excess = this.finished.size - this.config.queue.keepFinished
+    // The excess is counted again at each step: jobs that end while a removal is written add to
+    // it (their own prune() joins this one).
     for (const id of this.finished) {
       const job = this.jobs.get(id)
-      if (excess <= 0 && Date.parse(job.finishedAt) >= cutoff) break
+      if (this.finished.size <= this.config.queue.keepFinished && Date.parse(job.finishedAt) >= cutoff) break
       if (job.callbackState === 'pending') continue
       this.finished.delete(id)
       this.jobs.delete(id)
-      excess--
       await this.store.remove(id)
     }
   }

@@ -83,6 +83,27 @@ describe('queue', () => {
     }
   })
 
+  it('keeps at most queue.keepFinished finished jobs also when jobs end while a prune is being written', async () => {
+    const dir = await tempDir('prune-root-')
+    await fs.writeFile(path.join(dir, 'p'), 'p')
+    const busy = await startTestSidecar({ roots: [dir], extra: { queue: { keepFinished: 2 } }, targets: { local: { type: 'file', dir: await tempDir('prune-store-'), concurrency: 8 } } })
+    try {
+      // Each removal takes a while, as on a busy disk: the jobs ending meanwhile join that prune.
+      const remove = busy.scheduler.store.remove.bind(busy.scheduler.store)
+      busy.scheduler.store.remove = async (id) => {
+        await new Promise((resolve) => setTimeout(resolve, 50))
+        return remove(id)
+      }
+      const jobs = await Promise.all(Array.from({ length: 12 }, (_, i) => busy.api.run({ direction: 'upload', target: 'local', local: path.join(dir, 'p'), remote: `/p${i}`, overwrite: true })))
+      expect(jobs.map((j) => j.state)).toEqual(Array(12).fill('succeeded'))
+      await waitFor(async () => busy.scheduler.pruning === null && busy.scheduler.finished.size <= 2, { timeoutMs: 5000 }).catch(() => {})
+      expect(busy.scheduler.finished.size).toBe(2)
+      expect((await busy.api.call('GET', '/v1/jobs')).json.jobs).toHaveLength(2)
+    } finally {
+      await busy.stop({ graceMs: 0 })
+    }
+  })
+
   // A cancelled job stays in its queue's array until the queue reaches it; the job submitted again
   // under its id once it was pruned must run, not be dropped in its place.
   it('runs a job submitted again under the id of one cancelled while queued and since pruned', async () => {

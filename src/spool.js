@@ -23,6 +23,11 @@ export function createSpool ({ config, scheduler, logger, metrics }) {
   let again = false
   let timer = null
   let watcher = null
+  // Files whose job is in the journal but which could not be removed (the spool's permissions):
+  // removed at the next scans, not submitted again.
+  const ingested = new Set()
+  // Files a scan could not move or remove, with the error's message: logged once per message.
+  const stuck = new Map()
 
   // rejected/, opened without following a symlink. PHP can write the spool: a symlink (or a file)
   // it put in place of rejected/ is removed, never followed, so that nothing is moved or written
@@ -56,6 +61,7 @@ export function createSpool ({ config, scheduler, logger, metrics }) {
 
   async function ingestFile (name, id) {
     const file = path.join(dir, name)
+    if (ingested.has(name)) return removeIngested(name)
     let body
     try {
       // The spool is writable by PHP: no symlink (it would make us read any file and quote it in
@@ -92,17 +98,34 @@ export function createSpool ({ config, scheduler, logger, metrics }) {
       logger.error({ file: name, err }, 'cannot ingest a spooled job; trying again at the next scan')
       return
     }
-    await fs.unlink(file)
+    ingested.add(name)
+    return removeIngested(name)
+  }
+
+  async function removeIngested (name) {
+    await fs.unlink(path.join(dir, name)).catch((err) => { if (err.code !== 'ENOENT') throw err })
+    ingested.delete(name)
     return true
   }
 
+  // A file the daemon cannot move to rejected/ or remove (the spool's permissions, a directory
+  // under its name in rejected/) stays, and the files after it are read all the same.
   async function scan () {
     const names = await fs.readdir(dir)
     for (const name of names) {
       const m = NAME.exec(name)
       if (!m) continue
-      if (await ingestFile(name, m[1]) === false) break
+      try {
+        if (await ingestFile(name, m[1]) === false) break
+        stuck.delete(name)
+      } catch (err) {
+        if (stuck.get(name) !== err.message) logger.error({ file: name, err }, 'cannot move or remove a spooled job file; it stays in the spool')
+        stuck.set(name, err.message)
+      }
     }
+    const listed = new Set(names)
+    for (const name of ingested) if (!listed.has(name)) ingested.delete(name)
+    for (const name of stuck.keys()) if (!listed.has(name)) stuck.delete(name)
     for (const name of names) if (TEMP.test(name)) await removeIfStale(name)
   }
 

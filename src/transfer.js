@@ -100,7 +100,7 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     // temp name this is only an early way out: a round trip saved for a small file, a useless
     // upload spared for a large one. A direct PUT asks the server itself (If-None-Match).
     const earlyCheck = !direct && (tmp === job.remote || source.size > EARLY_EXISTS_CHECK_BYTES)
-    if (!job.overwrite && earlyCheck && await backend.stat(job.remote, { signal })) {
+    if (!job.overwrite && earlyCheck && await existsEarly(backend, job.remote, signal)) {
       throw new RemoteExistsError(`${job.remote} exists on target ${JSON.stringify(job.target)} and overwrite is false`)
     }
     // A failed attempt may have left its temp file, still leased on HDFS to the writer that died;
@@ -449,6 +449,19 @@ async function lstatOrNull (p) {
     if (err.code === 'ENOENT') return null
     throw err
   })
+}
+
+// The early "is the name taken?" of an upload with overwrite false (see upload): only a way out
+// before the bytes are sent, as the publish (or the PUT's If-None-Match) refuses a taken name
+// anyway. A server that will not say (an upload-only location: 403 to GET and to HEAD) is left to
+// the publish; a transient failure, or a cancel, is the attempt's.
+async function existsEarly (backend, remote, signal) {
+  try {
+    return await backend.stat(remote, { signal })
+  } catch (err) {
+    if (signal?.aborted || toSidecarError(err).retryable) throw err
+    return null
+  }
 }
 
 // Puts a download's temp file under its final name, through the destination's directory opened

@@ -4,7 +4,7 @@ import { Readable } from 'node:stream'
 import { pooledGet } from './http-get.js'
 import { requestSink } from '../datapath.js'
 import { createHttpClient, drain, putStream, readSmall, firstLine, statusError, encodePath } from './http-util.js'
-import { RemoteExistsError } from '../errors.js'
+import { RemoteExistsError, RemoteRejectedError } from '../errors.js'
 
 // What tells that a file is still the same one (sent in If-Range): a strong ETag, else a
 // Last-Modified that is a strong validator, at least a second before the answer's Date (RFC 9110
@@ -19,6 +19,8 @@ function validator (headers) {
 }
 
 const SMALL_BODY = 64 * 1024
+// A PROPFIND answer's resourcetype holding a collection, whatever the namespace prefix.
+const COLLECTION = /<(?:[\w.-]+:)?resourcetype\b[^>]*>\s*<(?:[\w.-]+:)?collection\b/
 const GET_REFUSED = new Set([403, 405, 501])
 
 function contentRangeSize (headers) {
@@ -42,22 +44,32 @@ export function createHttpBackend (target) {
   }
 
   // `again`: a MKCOL answered 409 (RFC 4918 9.3.1: a collection above it is missing) means one we
-  // had made or seen is gone since: forgotten, and the whole path made once more.
+  // had made or seen is gone since: forgotten, and the whole path made once more. Resolves true
+  // if a collection on the way was taken from memory, not asked for now (see openWrite's 409).
   async function ensureCollections (remote, signal, again = true) {
     const parts = remote.split('/').slice(1, -1)
     let dir = ''
+    let remembered = false
     for (const part of parts) {
       dir += '/' + part
-      if (knownCollections.has(dir)) continue
+      if (knownCollections.has(dir)) {
+        remembered = true
+        continue
+      }
       const url = new URL(encodePath(dir.slice(1)) + '/', base)
       const res = await send(url, { method: 'MKCOL', signal, resend: true }) // a repeat answers 405
       // 201 created; 405 means it already exists. mod_dav answers 403 to a MKCOL that races
-      // another one for the same new collection: a PROPFIND tells whether it exists now.
+      // another one for the same new collection: asked again, it answers 405 once the other one
+      // has made it; else a PROPFIND tells whether it exists now (a location may refuse PROPFIND).
       if (res.statusCode === 403) {
         await drain(res.body)
-        const check = await send(url, { method: 'PROPFIND', headers: { depth: '0' }, signal })
-        await drain(check.body)
-        if (check.statusCode !== 207) throw statusError(403, `MKCOL ${dir}/: HTTP 403`)
+        const retry = await send(url, { method: 'MKCOL', signal, resend: true })
+        await drain(retry.body)
+        if (retry.statusCode !== 201 && retry.statusCode !== 405) {
+          const check = await send(url, { method: 'PROPFIND', headers: { depth: '0' }, signal })
+          await drain(check.body)
+          if (check.statusCode !== 207) throw statusError(403, `MKCOL ${dir}/: HTTP 403`)
+        }
       } else if (res.statusCode === 409 && again) {
         await drain(res.body)
         knownCollections.clear()
@@ -70,6 +82,18 @@ export function createHttpBackend (target) {
       if (knownCollections.size > 10000) knownCollections.clear()
       knownCollections.add(dir)
     }
+    return remembered
+  }
+
+  // Whether `remote` is a collection (a directory), asked with PROPFIND; null when the server
+  // will not say.
+  async function isCollection (remote, signal) {
+    const res = await send(urlFor(remote), { method: 'PROPFIND', headers: { depth: '0' }, signal })
+    if (res.statusCode !== 207) {
+      await drain(res.body)
+      return null
+    }
+    return COLLECTION.test(await readSmall(res.body))
   }
 
   // Drained only when small, so that its connection is kept: a server that ignored the Range
@@ -96,6 +120,13 @@ export function createHttpBackend (target) {
   }
 
   const discard = (body) => body.destroy()
+
+  const move = (tmp, remote, overwrite, signal) => send(urlFor(tmp), {
+    method: 'MOVE',
+    headers: { destination: urlFor(remote).href, overwrite: overwrite ? 'T' : 'F' },
+    signal,
+    resend: true // a repeat is recognised in publish
+  })
 
   return {
     type: 'http',
@@ -158,15 +189,17 @@ export function createHttpBackend (target) {
 
     // `create`: only if the name is free (If-None-Match: *; a 412 is REMOTE_EXISTS).
     async openWrite (remote, { size, signal, pool, meter, create = false } = {}) {
-      await ensureCollections(remote, signal)
+      const remembered = await ensureCollections(remote, signal)
       const headers = { 'content-type': 'application/octet-stream' }
       if (size !== undefined) headers['content-length'] = String(size)
       if (create) headers['if-none-match'] = '*'
       const put = putStream(urlFor(remote), { headers, signal, idleMs: target.timeouts?.idleMs, connectMs: target.timeouts?.connectMs, agent })
       const done = put.done.then(async (res) => {
-        if (res.statusCode === 409) {
+        if (res.statusCode === 409 && remembered) {
           // RFC 4918 9.7.1: a collection on the way is missing, so one we had made or seen has
-          // gone since. Forgotten, and made again by the next attempt.
+          // gone since. Forgotten, and made again by the next attempt. (With every collection on
+          // the way just made or found, a 409 is the server's final word: the name is a
+          // collection, "Cannot PUT to a collection", or the target's base is missing.)
           knownCollections.clear()
           const err = await fail(res, `PUT ${remote}`)
           throw new err.constructor(`${err.message} (a collection on the way is gone; made again at the next attempt)`, { details: err.details, retryable: true })
@@ -182,13 +215,20 @@ export function createHttpBackend (target) {
       return { stream: pool ? requestSink(put.stream, { pool, meter }) : put.stream, done }
     },
 
+    // With `overwrite`, the MOVE is sent with Overwrite: F first: mod_dav answers a MOVE with
+    // Overwrite: T onto a collection by deleting the whole collection, tree and all. Only a name
+    // taken by something the server says is not a collection (PROPFIND) is then replaced; a
+    // collection, or a server that will not say, fails REMOTE_REJECTED and nothing is replaced.
     async publish (tmp, remote, { overwrite, size, signal } = {}) {
-      const res = await send(urlFor(tmp), {
-        method: 'MOVE',
-        headers: { destination: urlFor(remote).href, overwrite: overwrite ? 'T' : 'F' },
-        signal,
-        resend: true // a repeat is recognised below
-      })
+      let res = await move(tmp, remote, false, signal)
+      if (res.statusCode === 412 && overwrite) {
+        await drain(res.body)
+        const collection = await isCollection(remote, signal)
+        if (collection !== false) {
+          throw new RemoteRejectedError(`${remote} ${collection ? 'is a collection (a directory)' : 'exists, and the server does not say whether it is a collection (PROPFIND refused)'}: not replaced`)
+        }
+        res = await move(tmp, remote, true, signal)
+      }
       // A MOVE whose answer was lost, sent again (here or by a later attempt), finds its source
       // gone: the temp name is this job's alone, so a destination of our size means the first one
       // was done (as webhdfs RENAME).

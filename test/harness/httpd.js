@@ -6,6 +6,7 @@
 //   srv.uploadUrl   -> http://127.0.0.1:PORT/upload/     (Dav On, read/write)
 //   srv.readonlyUrl -> http://127.0.0.1:PORT/readonly/   (same files, Dav Off, GET/HEAD only -> 403 otherwise)
 //   srv.forbiddenUrl-> http://127.0.0.1:PORT/forbidden/  (Require all denied -> 403 for everything)
+//   srv.uploadOnlyUrl -> http://127.0.0.1:PORT/uploadonly/ (same files, Dav On, PUT MKCOL MOVE DELETE only: GET, HEAD, PROPFIND -> 403)
 //   srv.davDir      -> absolute path of the files on disk
 //   await srv.stop();
 //
@@ -139,6 +140,7 @@ function buildConfig ({ root, port, davDir, lockDir, ident, tls }) {
     `Alias /upload/ ${quote(dav + '/')}`,
     `Alias /readonly/ ${quote(dav + '/')}`,
     `Alias /forbidden/ ${quote(dav + '/')}`,
+    `Alias /uploadonly/ ${quote(dav + '/')}`,
     '',
     '<Location /upload/>',
     '  Dav On',
@@ -152,6 +154,16 @@ function buildConfig ({ root, port, davDir, lockDir, ident, tls }) {
     '  Dav Off',
     // GET implies HEAD. Anything else (PUT, DELETE, ...) -> 403.
     '  <LimitExcept GET>',
+    '    Require all denied',
+    '  </LimitExcept>',
+    '</Location>',
+    '',
+    // An upload-only endpoint: files go in (PUT, MKCOL, MOVE, DELETE), nothing is read or listed
+    // (GET, and with it HEAD, and PROPFIND: 403).
+    '<Location /uploadonly/>',
+    '  Dav On',
+    '  LimitRequestBody 0',
+    '  <LimitExcept PUT DELETE MKCOL MOVE OPTIONS>',
     '    Require all denied',
     '  </LimitExcept>',
     '</Location>',
@@ -338,6 +350,7 @@ export async function startHttpd ({ dir, tls } = {}) {
           uploadUrl: `${url}/upload/`,
           readonlyUrl: `${url}/readonly/`,
           forbiddenUrl: `${url}/forbidden/`,
+          uploadOnlyUrl: `${url}/uploadonly/`,
           davDir,
           root,
           errorLog,

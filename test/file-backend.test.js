@@ -225,6 +225,28 @@ describe('file target: only regular files inside the store', () => {
     expect(await fs.readFile(path.join(store, 'made/on/the/way'), 'utf8')).toBe('payload')
   })
 
+  // The backend itself, so that the swap comes exactly between the upload and its publish.
+  it('a directory swapped for a symlink out of the store after the upload: nothing is published or removed there', async () => {
+    const { createFileBackend } = await import('../src/backends/file.js')
+    const backend = createFileBackend({ type: 'file', dir: store, name: 'local' })
+    for (const overwrite of [true, false]) {
+      const victim = await tempDir('file-victim-')
+      await fs.writeFile(path.join(victim, 'y'), 'must stay')
+      await fs.writeFile(path.join(victim, '.y.swapjob0001._COPYING_'), 'planted')
+      await fs.rm(path.join(store, 'swap'), { recursive: true, force: true })
+      const sink = await backend.openWrite('/swap/.y.swapjob0001._COPYING_')
+      sink.stream.end(Buffer.from('uploaded'))
+      await sink.done
+      await fs.rename(path.join(store, 'swap'), path.join(store, `swap-moved-${overwrite}`))
+      await fs.symlink(victim, path.join(store, 'swap'))
+      await expect(backend.publish('/swap/.y.swapjob0001._COPYING_', '/swap/y', { overwrite })).rejects.toMatchObject({ code: 'REMOTE_REJECTED' })
+      await backend.remove('/swap/.y.swapjob0001._COPYING_').catch(() => {})
+      expect(await fs.readFile(path.join(victim, 'y'), 'utf8')).toBe('must stay')
+      expect((await fs.readdir(victim)).sort()).toEqual(['.y.swapjob0001._COPYING_', 'y'])
+      await fs.unlink(path.join(store, 'swap'))
+    }
+  })
+
   it.each(['/link-out', '/dir-out/secret', '/fifo'])('HEAD /v1/stream/local%s answers 502 REMOTE_REJECTED, not the size of what it leads to', async (remote) => {
     const res = await sc.api.call('HEAD', `/v1/stream/local${remote}`)
     expect(res.status).toBe(502)

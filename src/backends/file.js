@@ -6,7 +6,6 @@ import { finished } from 'node:stream/promises'
 import {
   RemoteExistsError, RemoteNotFoundError, RemoteRejectedError, PermissionDeniedError, RemoteQuotaExceededError
 } from '../errors.js'
-import { syncDir } from '../store.js'
 import { linkNoReplace } from '../publish-local.js'
 import { inDir, openedPath } from '../paths.js'
 import { fileSource, fileSink } from '../datapath.js'
@@ -74,9 +73,10 @@ export function createFileBackend (target) {
   // The directory of `remote`, open and in the store. Directories missing on the way are created
   // one at a time, each in a directory already found to be in the store: a symlink on the way
   // (whoever can write the store may plant one) gets neither the file nor a new directory elsewhere.
-  async function openParent (remote) {
+  // With `create: false`, a missing directory is null.
+  async function openParent (remote, { create = true } = {}) {
     let dir = await fs.open(path.dirname(full(remote)), DIR_FLAGS).catch((err) => {
-      if (err.code !== 'ENOENT') throw err
+      if (err.code !== 'ENOENT' || !create) throw err
       return null
     })
     if (!dir) {
@@ -178,25 +178,47 @@ export function createFileBackend (target) {
       return { stream, done }
     },
 
+    // Renamed or linked through their directory, opened and found in the store now (the temp name
+    // lies beside the final one): a directory on the way swapped for a symlink since the upload
+    // started gets nothing published where the symlink points.
     async publish (tmp, remote, { overwrite } = {}) {
-      const from = full(tmp)
-      const to = full(remote)
-      if (overwrite) {
-        await fs.rename(from, to).catch(rethrow(remote))
-      } else {
-        // link() fails if the name exists, so two jobs cannot both publish without overwrite.
-        try {
-          await linkNoReplace(from, to)
-        } catch (err) {
-          if (err.code === 'EEXIST') throw new RemoteExistsError(`${remote} exists${target.name ? ` on target ${JSON.stringify(target.name)}` : ''} and overwrite is false`)
-          throw storeError(err, where(remote))
+      if (path.posix.dirname(tmp) !== path.posix.dirname(remote)) throw new Error(`publish: ${tmp} is not beside ${remote}`)
+      const dir = await openParent(remote, { create: false }).catch(rethrow(remote))
+      try {
+        const from = inDir(dir, path.basename(tmp))
+        const to = inDir(dir, path.basename(remote))
+        if (overwrite) {
+          await fs.rename(from, to).catch(rethrow(remote))
+        } else {
+          // link() fails if the name exists, so two jobs cannot both publish without overwrite.
+          try {
+            await linkNoReplace(from, to)
+          } catch (err) {
+            if (err.code === 'EEXIST') throw new RemoteExistsError(`${remote} exists${target.name ? ` on target ${JSON.stringify(target.name)}` : ''} and overwrite is false`)
+            throw storeError(err, where(remote))
+          }
         }
+        await dir.sync().catch(rethrow(remote))
+      } finally {
+        await dir.close()
       }
-      await syncDir(path.dirname(to)).catch(rethrow(remote))
     },
 
+    // Through its directory, found in the store, as publish: a symlink on the way is not followed
+    // out of the store (a temp name is the caller's choice of id and path).
     async remove (remote) {
-      await fs.rm(full(remote), { force: true }).catch(rethrow(remote))
+      let dir
+      try {
+        dir = await openParent(remote, { create: false })
+      } catch (err) {
+        if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return
+        throw storeError(err, where(remote))
+      }
+      try {
+        await fs.rm(inDir(dir, path.basename(remote)), { force: true }).catch(rethrow(remote))
+      } finally {
+        await dir.close()
+      }
     },
 
     async close () {}

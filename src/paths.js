@@ -101,7 +101,11 @@ export async function resolveDestination (local, roots) {
   let st = null
   try {
     st = lstatSync(real)
-  } catch {}
+  } catch (err) {
+    // A directory it may not search (realpath of the directory itself needs no such right): refused
+    // now, as for an upload's source, not a LOCAL_IO failure of the job later.
+    if (err.code === 'EACCES' || err.code === 'EPERM') throw new PathNotAllowedError(`${local}: the sidecar is not permitted to look it up (${err.code})`)
+  }
   if (st?.isDirectory()) throw new InvalidPathError(`${local} is a directory; local must name a file`)
   return { dir, name, path: real }
 }

@@ -26,15 +26,17 @@ describe('upload sources', () => {
   // The caller's path, not our disk: 403 like the other path errors, not 500 LOCAL_IO (a spooled
   // job answered 500 there stayed in the spool for ever). Root may look up anything, so as root the
   // check runs in a child process as nobody.
-  it('a source under a directory the daemon may not search is 403 PATH_NOT_ALLOWED', async () => {
+  // A download's destination likewise: its directory resolves without that right (realpath), and
+  // the lstat of the file in it, which needs it, failed silently, and the job LOCAL_IO later.
+  it.each(['resolveSource', 'resolveDestination'])('%s: a path under a directory the daemon may not search is 403 PATH_NOT_ALLOWED', async (resolve) => {
     const top = await tempDir('paths-locked-')
     await fs.chmod(top, 0o755)
     const root = path.join(top, 'root')
     await fs.mkdir(path.join(root, 'locked'), { recursive: true })
     await fs.writeFile(path.join(root, 'locked', 'x.txt'), 'x')
     await fs.chmod(path.join(root, 'locked'), 0o000)
-    const check = `const { resolveSource } = await import(${JSON.stringify(new URL('../src/paths.js', import.meta.url).href)})
-      const err = await resolveSource(${JSON.stringify(path.join(root, 'locked', 'x.txt'))}, [${JSON.stringify(root)}]).then(() => null, (e) => e)
+    const check = `const { ${resolve} } = await import(${JSON.stringify(new URL('../src/paths.js', import.meta.url).href)})
+      const err = await ${resolve}(${JSON.stringify(path.join(root, 'locked', 'x.txt'))}, [${JSON.stringify(root)}]).then(() => null, (e) => e)
       console.log(JSON.stringify({ code: err?.code, statusCode: err?.statusCode, message: err?.message }))`
     const asNobody = process.getuid() === 0 ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'] : []
     const [cmd, ...args] = [...asNobody, process.execPath, '--input-type=module', '-e', check]

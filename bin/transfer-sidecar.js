@@ -14,8 +14,16 @@
 // section; alternating pairs, 2026-11-26).
 import { parseArgs } from 'node:util'
 import { readFileSync } from 'node:fs'
-import { loadConfig, startSidecar, ConfigError } from '../src/index.js'
-import { describeConfig } from '../src/config.js'
+
+// Checked before the daemon's modules load: on an older node they fail later, with a message that
+// names some missing function instead (Node 20: "Promise.withResolvers is not a function").
+const MIN_NODE = 24
+if (Number(process.versions.node.split('.')[0]) < MIN_NODE) {
+  console.error(`transfer-sidecar: needs Node.js ${MIN_NODE} or newer (24 or 26, LTS); this is ${process.execPath} ${process.version}`)
+  process.exit(2)
+}
+const { loadConfig, startSidecar, ConfigError } = await import('../src/index.js')
+const { describeConfig } = await import('../src/config.js')
 
 const HELP = `transfer-sidecar — takes file transfer jobs from PHP and streams them to WebHDFS, httpd/WebDAV or a local store
 
@@ -62,8 +70,9 @@ if (args.version) {
 
 let config
 try {
-  // An empty --config (an unset variable, say) is an error, not the embedded default.
+  // An empty --config or SIDECAR_CONFIG (an unset variable, say) is an error, not the embedded default.
   if (args.config === '') throw new ConfigError('--config', 'is empty: give a config file, or leave the option out for the embedded default')
+  if (args.config === undefined && process.env.SIDECAR_CONFIG === '') throw new ConfigError('SIDECAR_CONFIG', 'is empty: give a config file, or unset it for the embedded default')
   config = loadConfig({ file: args.config ?? process.env.SIDECAR_CONFIG })
 } catch (err) {
   if (!(err instanceof ConfigError)) throw err

@@ -94,12 +94,29 @@ export function loadConfig ({ file, env = process.env } = {}) {
   try {
     raw = JSON.parse(text)
   } catch (err) {
-    throw new ConfigError(file, `not valid JSON: ${err.message}`)
+    // Only where: V8's message quotes the text around the mistake, which may be a secret (a token
+    // templated in without its quotes).
+    throw new ConfigError(file, `not valid JSON${jsonErrorPlace(text, err)}`)
   }
   return validateConfig(raw, { env })
 }
 
 function isObject (v) { return v !== null && typeof v === 'object' && !Array.isArray(v) }
+
+// " (line L, column C)" of a JSON.parse error, from V8's position when it gives one.
+function jsonErrorPlace (text, err) {
+  const line = /\(line (\d+) column (\d+)\)/.exec(err.message)
+  if (line) return ` (line ${line[1]}, column ${line[2]})`
+  const pos = /at position (\d+)/.exec(err.message)
+  if (!pos) return /end of JSON input/.test(err.message) ? ' (it ends too early)' : /^Unexpected token/.test(err.message) ? ' (an unexpected character: check quotes and commas)' : ''
+  const before = text.slice(0, Number(pos[1])).split('\n')
+  return ` (line ${before.length}, column ${before.at(-1).length + 1})`
+}
+
+// A URL as a config error may show it: the user and password of one written with them are not.
+function shownUrl (value) {
+  return typeof value === 'string' ? value.replace(/^([^@]*\/\/)?[^/@]*@/, '$1…@') : value
+}
 
 // "must be …, got X", or "is required: must be …" when the field is missing.
 function mustBe (what, value) {
@@ -178,11 +195,12 @@ const BOUNDS = {
 }
 
 // `kind`: the section's name in BOUNDS (a target's retry and timeouts are bounded as the top ones).
-function section (value, field, spec, kind = field) {
+// `others`: the section's keys validated elsewhere (named with the allowed ones of an unknown key).
+function section (value, field, spec, kind = field, others = []) {
   if (value === undefined) return { ...spec }
   if (!isObject(value)) throw new ConfigError(field, 'must be an object')
   const check = collector()
-  check(() => checkKeys(value, Object.keys(spec), `${field}.`))
+  check(() => checkKeys(value, [...others, ...Object.keys(spec)], `${field}.`))
   const out = {}
   for (const [key, fallback] of Object.entries(spec)) {
     out[key] = check(() => int(value[key], `${field}.${key}`, { min: 0, ...BOUNDS[`${kind}.${key}`], fallback }), fallback)
@@ -225,10 +243,10 @@ function httpUrl (value, field) {
   try {
     url = new URL(value)
   } catch {
-    throw new ConfigError(field, mustBe('must be an http(s) URL', value))
+    throw new ConfigError(field, mustBe('must be an http(s) URL', shownUrl(value)))
   }
-  if (!['http:', 'https:'].includes(url.protocol)) throw new ConfigError(field, mustBe('must be an http(s) URL', value))
   if (url.username || url.password) throw new ConfigError(field, 'must not carry credentials in the URL')
+  if (!['http:', 'https:'].includes(url.protocol)) throw new ConfigError(field, mustBe('must be an http(s) URL', shownUrl(value)))
   if (url.search || url.hash) throw new ConfigError(field, 'must not have a query or fragment')
   return url
 }
@@ -269,7 +287,7 @@ function validateTarget (name, t, top) {
       }))
     })
     out.user = check(() => {
-      if (t.user !== undefined && (typeof t.user !== 'string' || !/^[A-Za-z0-9_.@-]{1,128}$/.test(t.user))) throw new ConfigError(`${field}.user`, 'must be a user name')
+      if (t.user !== undefined && t.user !== null && (typeof t.user !== 'string' || !/^[A-Za-z0-9_.@-]{1,128}$/.test(t.user))) throw new ConfigError(`${field}.user`, 'must be null or a user name')
       return t.user ?? null
     })
     out.base = check(() => remoteBase(t.base ?? '/', `${field}.base`))
@@ -355,7 +373,7 @@ function validateSpool (value, stateDir) {
   if (value !== undefined && !isObject(value)) throw new ConfigError('spool', 'must be an object')
   const { dir, ...rest } = value ?? {}
   const check = collector()
-  const out = check(() => section(rest, 'spool', DEFAULTS.spool), {})
+  const out = check(() => section(rest, 'spool', DEFAULTS.spool, 'spool', ['dir']), {})
   out.dir = check(() => realDir(dir ?? path.join(stateDir, 'spool'), 'spool.dir', { create: true }))
   check.done()
   return Object.freeze(out)
@@ -395,7 +413,7 @@ function validateCallbacks (value) {
   check(() => {
     if (secret !== null && (typeof secret !== 'string' || secret.length < 16)) throw new ConfigError('callbacks.secret', 'must be null or a string of at least 16 characters')
   })
-  const out = check(() => section(rest, 'callbacks', DEFAULTS.callbacks))
+  const out = check(() => section(rest, 'callbacks', DEFAULTS.callbacks, 'callbacks', ['allow', 'secret']))
   check.done()
   return Object.freeze({ ...out, allow: Object.freeze(prefixes), secret })
 }

@@ -179,6 +179,51 @@ describe('config validation', () => {
     expect(unusable.stderr).toMatch(/^config: stateDir: \/etc\/passwd\/transfer-sidecar is not usable \(ENOTDIR\)/)
   })
 
+  it('the CLI exits 2 for an empty SIDECAR_CONFIG, as for an empty --config (an unset variable, not the embedded default)', async () => {
+    const empty = await run(process.execPath, [BIN, '--check-config'], { env: { ...process.env, SIDECAR_CONFIG: '' } }).catch((e) => e)
+    expect(empty.code).toBe(2) // before: the embedded default, exit 0
+    expect(empty.stderr).toMatch(/^config: SIDECAR_CONFIG: is empty/)
+  })
+
+  it('the CLI names the node it needs on an older one, before the daemon\'s modules fail on it', async () => {
+    const older = 'data:text/javascript,Object.defineProperty(process.versions,"node",{value:"20.20.2"})'
+    const bad = await run(process.execPath, ['--import', older, BIN, '--check-config']).catch((e) => e)
+    expect(bad.code).toBe(2)
+    expect(bad.stderr).toMatch(/^transfer-sidecar: needs Node\.js 24 or newer/)
+  })
+
+  // What a config error shows of a value must not be a secret: the user and password of a URL
+  // written with them, the text around a JSON mistake (a token templated in without quotes).
+  it('config errors show no credentials of a URL and none of the text around a JSON mistake', async () => {
+    const cases = [
+      { targets: { w: { type: 'http', url: 'dav://admin:S3CRET-PW@files/x/' } } },
+      { targets: { w: { type: 'http', url: 'http//admin:S3CRET-PW@files/x/' } } },
+      { targets: { h: { type: 'webhdfs', namenodes: ['hdfs://admin:S3CRET-PW@nn:9870'] } } },
+      { targets: { l: { type: 'file', dir: '/tmp' } }, callbacks: { allow: ['ftp://admin:S3CRET-PW@hooks/'] } }
+    ]
+    for (const extra of cases) {
+      const err = (() => { try { validateConfig({ ...extra, roots: ['/tmp'], stateDir: '/tmp' }) } catch (e) { return e } })()
+      expect(err, JSON.stringify(extra)).toBeInstanceOf(ConfigError)
+      expect(err.message).not.toContain('S3CRET-PW')
+    }
+    const dir = await tempDir()
+    const file = path.join(dir, 'c.json')
+    await fs.writeFile(file, '{"stateDir": "/tmp", "token": S3cretT0kenValue-abcdef}')
+    const err = (() => { try { loadConfig({ file }) } catch (e) { return e } })()
+    expect(err.message).toMatch(/not valid JSON/)
+    expect(err.message).not.toMatch(/S3cret/)
+    await fs.writeFile(file, '{"stateDir": "/tmp",\n "token": "abc" "x"}')
+    expect((() => { try { loadConfig({ file }) } catch (e) { return e } })().message).toMatch(/not valid JSON \(line 2, column \d+\)/)
+  })
+
+  it('an unknown key of callbacks or spool is named with every key the section takes; webhdfs.user may be null (its default)', () => {
+    const err = (() => { try { validateConfig({ roots: ['/tmp'], stateDir: '/tmp', targets: { l: { type: 'file', dir: '/tmp' } }, callbacks: { alow: [] }, spool: { directory: '/tmp' } }) } catch (e) { return e } })()
+    expect(err.message).toContain('callbacks.alow: unknown key (allowed: allow, secret, ')
+    expect(err.message).toContain('spool.directory: unknown key (allowed: dir, intervalMs)')
+    const config = validateConfig({ roots: ['/tmp'], stateDir: '/tmp', targets: { h: { type: 'webhdfs', namenodes: ['http://nn:9870'], user: null } } })
+    expect(config.targets.h.user).toBe(null)
+  })
+
   it('an unknown socketGroup stops --check-config and a start with exit 2, before any socket exists', async () => {
     const dir = await tempDir()
     const file = path.join(dir, 'c.json')

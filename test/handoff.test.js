@@ -239,6 +239,38 @@ describe.each(['local', 'files', 'hdfs'])('GET /v1/stream on %s', (target) => {
     expect(tail.body.equals(data.subarray(data.length - 10))).toBe(true)
   })
 
+  // RFC 9110 14.1.3: a suffix of an empty file is all of it, not a range past its end.
+  it('answers the last bytes of an empty file with the whole (empty) file', async () => {
+    const empty = path.join(root, `empty-${target}`)
+    await fs.writeFile(empty, '')
+    expect((await api.run({ direction: 'upload', target, local: empty, remote: '/s/empty.bin', overwrite: true })).state).toBe('succeeded')
+    const r = await get('/s/empty.bin', { range: 'bytes=-5' })
+    expect([r.status, r.headers['content-length'], r.body.length]).toEqual([200, '0', 0])
+    expect((await get('/s/empty.bin', { range: 'bytes=0-' })).status).toBe(416)
+  })
+
+  // One request line for every stream, also one its client left before the end.
+  it('logs a stream its client leaves, as aborted, with the status it had', async () => {
+    // Larger than what the kernel's buffers take ahead of the client.
+    const big = path.join(root, `stream-big-${target}`)
+    await makeFile(big, 40 * MiB, 3)
+    expect((await api.run({ direction: 'upload', target, local: big, remote: '/s/big.bin', overwrite: true })).state).toBe('succeeded')
+    const left = await new Promise((resolve, reject) => {
+      const req = http.get(`${sc.url}/v1/stream/${target}/s/big.bin`, (res) => {
+        res.once('data', () => {
+          req.destroy()
+          resolve(res.statusCode)
+        })
+      })
+      req.on('error', () => {})
+      req.setTimeout(10000, () => reject(new Error('no answer')))
+    })
+    expect(left).toBe(200)
+    await waitFor(() => sc.logs.records().some((l) => l.msg === 'request' && l.path === `/v1/stream/${target}/s/big.bin` && l.aborted))
+    const line = sc.logs.records().find((l) => l.msg === 'request' && l.path === `/v1/stream/${target}/s/big.bin` && l.aborted)
+    expect(line).toMatchObject({ method: 'GET', status: 200, aborted: true })
+  })
+
   it('answers 416 past the end and 404 for a missing file', async () => {
     const r = await get('/s/data.bin', { range: `bytes=${data.length}-` })
     expect(r.status).toBe(416)

@@ -7,6 +7,7 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import https from 'node:https'
+import http from 'node:http'
 import path from 'node:path'
 import { startHttpd } from './harness/httpd.js'
 import { startHdfs } from './harness/hdfs.js'
@@ -45,7 +46,7 @@ async function daemon (url, { env, nodeArgs, target = { type: 'http', url }, ext
     targets: { t: target },
     ...extra
   }, { dir: stateDir, env, nodeArgs })
-  const d = { proc, api: client(`http://127.0.0.1:${port}`) }
+  const d = { proc, port, api: client(`http://127.0.0.1:${port}`) }
   daemons.push(d)
   return d
 }
@@ -76,6 +77,64 @@ describe('an http target over https (httpd with mod_ssl)', () => {
     expect(job.state).toBe('failed')
     expect(job.error.message).toMatch(/certificate/i)
     await expect(fs.stat(path.join(secure.davDir, 'tls', 'untrusted.bin'))).rejects.toThrow(/ENOENT/)
+  })
+})
+
+// GET /v1/stream from an https target: its body is read with node's own client on a connection of
+// its own, like a plain-http one (http-get.js): not from the pool of the target's small requests,
+// which streams held by slow clients filled, and without the server's idle timer running while the
+// client does not read (the download was cut with TIMEOUT).
+describe('GET /v1/stream from an http target over https', () => {
+  let d
+  // `rate`: bytes the client reads every 100 ms (a slow reader, never idle); `hold`: it reads nothing.
+  const get = (remote, { rate = 0, hold = false, port = d.port } = {}) => new Promise((resolve, reject) => {
+    const req = http.get({ host: '127.0.0.1', port, path: `/v1/stream/t${remote}`, agent: false }, (res) => {
+      let bytes = 0
+      let timer = null
+      const done = (complete) => {
+        clearInterval(timer)
+        resolve({ status: res.statusCode, length: Number(res.headers['content-length']), bytes, complete })
+      }
+      res.once('end', () => done(res.complete))
+      res.once('error', () => done(false))
+      if (hold) {
+        res.pause()
+        return resolve({ res, req })
+      }
+      if (!rate) return res.on('data', (chunk) => { bytes += chunk.length })
+      res.pause()
+      timer = setInterval(() => {
+        for (let n = 0, chunk; n < rate && (chunk = res.read(Math.min(rate - n, res.readableLength || 1))) !== null; n += chunk.length) bytes += chunk.length
+        if (res.readableEnded || (res.readableLength === 0 && res.complete)) res.resume()
+      }, 100)
+    })
+    req.on('error', reject)
+  })
+  beforeAll(async () => {
+    await makeFile(path.join(secure.davDir, 'stream-big.bin'), 12 * 1024 * 1024, 8)
+    await makeFile(path.join(secure.davDir, 'stream-small.bin'), 1000, 9)
+    await secure.chownToServer(secure.davDir)
+    d = await daemon(secure.uploadUrl, { env: { NODE_EXTRA_CA_CERTS: tls.cert }, target: { type: 'http', url: secure.uploadUrl, concurrency: 1, timeouts: { idleMs: 2000 } } })
+  })
+
+  // 640 KiB/s: the server's socket then waits for the client longer than idleMs at a time.
+  it('a client reading slowly but steadily gets every byte', async () => {
+    const got = await get('/stream-big.bin', { rate: 64 * 1024 })
+    expect(got).toMatchObject({ status: 200, length: 12 * 1024 * 1024, bytes: 12 * 1024 * 1024, complete: true })
+  }, 60000)
+
+  it('streams held open by their clients leave the target\'s other requests free', async () => {
+    // concurrency 1: the target's pool of small requests has 2 sockets; idleMs long enough that
+    // the held streams are not cut meanwhile.
+    const patient = await daemon(secure.uploadUrl, { env: { NODE_EXTRA_CA_CERTS: tls.cert }, target: { type: 'http', url: secure.uploadUrl, concurrency: 1, timeouts: { idleMs: 60000 } } })
+    const held = await Promise.all([1, 2].map(() => get('/stream-big.bin', { hold: true, port: patient.port })))
+    try {
+      const small = get('/stream-small.bin', { port: patient.port })
+      const waited = new Promise((resolve) => setTimeout(() => resolve('still waiting behind the held streams'), 10000))
+      expect(await Promise.race([small, waited])).toMatchObject({ status: 200, bytes: 1000 })
+    } finally {
+      for (const h of held) h.req.destroy()
+    }
   })
 })
 

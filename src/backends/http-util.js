@@ -170,6 +170,10 @@ export function getStream (url, { headers, signal, idleMs = 60000, connectMs = 0
       // An error now belongs to the body: it reaches the pipeline through `res`.
       req.off('error', reject)
       req.on('error', (err) => res.destroy(err))
+      // Paused for the consumer (a slow client of /v1/stream, a full pool), the socket reads
+      // nothing, and that is not the server's stall: its idle timer stops meanwhile (as http-get.js's).
+      res.on('pause', () => req.setTimeout(0))
+      res.on('resume', () => req.setTimeout(idleMs))
       resolve({ statusCode: res.statusCode, headers: res.headers, body: res })
     })
   })

@@ -3,7 +3,7 @@
 import { Readable } from 'node:stream'
 import { pooledGet } from './http-get.js'
 import { requestSink } from '../datapath.js'
-import { createHttpClient, drain, putStream, readSmall, firstLine, statusError, encodePath } from './http-util.js'
+import { createHttpClient, drain, getStream, putStream, readSmall, firstLine, statusError, encodePath } from './http-util.js'
 import { RemoteExistsError, RemoteRejectedError } from '../errors.js'
 
 // What tells that a file is still the same one (sent in If-Range): a strong ETag, else a
@@ -164,10 +164,13 @@ export function createHttpBackend (target) {
       // The answer streamed: 206 to a range, or 200 with all of a file changed since (If-Range).
       const whole = (status) => status === 200 && offset > 0 && length === undefined
       const wanted = (status) => status === (ranged && !whole(status) ? 206 : 200)
-      // Plain-http bodies read straight into the transfer's pool buffers (see http-get.js).
+      // Plain-http bodies read straight into the transfer's pool buffers (see http-get.js); others
+      // (https) on a connection of their own too, not the pool of the target's small requests,
+      // which streams to slow clients could otherwise fill.
+      const timeouts = { idleMs: target.timeouts?.idleMs, connectMs: target.timeouts?.connectMs }
       const res = pool && base.protocol === 'http:'
-        ? await pooledGet(urlFor(remote), { headers, signal, pool, zeroCopy: wanted, idleMs: target.timeouts?.idleMs, connectMs: target.timeouts?.connectMs })
-        : await send(urlFor(remote), { headers, signal })
+        ? await pooledGet(urlFor(remote), { headers, signal, pool, zeroCopy: wanted, ...timeouts })
+        : await getStream(urlFor(remote), { headers, signal, ...timeouts })
       const version = validator(res.headers)
       if (res.statusCode === 416 && length === undefined && offset > 0) {
         // Resumed at the very end: nothing left to read. Apache's 416 carries neither

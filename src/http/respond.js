@@ -22,11 +22,15 @@ export function requireToken (token) {
   }
 }
 
-// The log line of every HTTP request but the hand-offs (logHandoff), written when its answer is.
+// The log line of every HTTP request but the hand-offs (logHandoff), written when its answer is,
+// or when its connection closed before that (a stream the client left or the daemon cut):
+// `aborted`, with the status sent, if any.
 export function logWhenAnswered (logger, req, res, path) {
   const start = process.hrtime.bigint()
-  res.once('finish', () => {
-    logger.info({ method: req.method, path, status: res.statusCode, ms: Number(process.hrtime.bigint() - start) / 1e6 }, 'request')
+  res.once('close', () => {
+    const ms = Number(process.hrtime.bigint() - start) / 1e6
+    if (res.writableFinished) logger.info({ method: req.method, path, status: res.statusCode, ms }, 'request')
+    else logger.info({ method: req.method, path, status: res.headersSent ? res.statusCode : null, ms, aborted: true }, 'request')
   })
 }
 

@@ -40,6 +40,8 @@ export function parseRange (header, size) {
   if (!m || (m[1] === '' && m[2] === '')) return null
   let start, end
   if (m[1] === '') {
+    // RFC 9110 14.1.3: the last N > 0 bytes of an empty file are all of it (200), not a 416.
+    if (size === 0 && Number(m[2]) > 0) return null
     start = Math.max(0, size - Number(m[2]))
     end = size - 1
   } else {

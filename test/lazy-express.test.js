@@ -5,7 +5,14 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { createRequire } from 'node:module'
-import { startTestSidecar, tempDir, client } from './helpers/sidecar.js'
+import net from 'node:net'
+import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { startTestSidecar, tempDir, client, waitFor } from './helpers/sidecar.js'
+import { freePort } from './helpers/ports.js'
+import { PRODUCTION_FLAGS } from './helpers/node-flags.js'
+
+const BIN = fileURLToPath(new URL('../bin/transfer-sidecar.js', import.meta.url))
 
 const require = createRequire(import.meta.url)
 const expressLoaded = () => Object.keys(require.cache).some((file) => file.includes(`${path.sep}node_modules${path.sep}express${path.sep}`))
@@ -69,3 +76,58 @@ describe('express, loaded when first needed', () => {
     expect(logged.filter((l) => l.path === '/metrics' && l.status === 401).length).toBeGreaterThanOrEqual(2)
   })
 })
+
+// A failed load (the daemon out of file descriptors when the first express route is asked for) is
+// tried again by the next request, not kept: every express route answered 500 until a restart.
+describe('express, loaded again after a load that failed', () => {
+  it('answers the express routes once descriptors are free again', async () => {
+    const LIMIT = 64
+    const dir = await tempDir('lazy-emfile-')
+    const port = await freePort()
+    await fs.mkdir(path.join(dir, 'root'))
+    const config = path.join(dir, 'config.json')
+    await fs.writeFile(config, JSON.stringify({ listen: [`127.0.0.1:${port}`], stateDir: path.join(dir, 'state'), roots: [path.join(dir, 'root')], targets: { local: { type: 'file', dir: path.join(dir, 'store') } } }))
+    const child = spawn('prlimit', [`--nofile=${LIMIT}:${LIMIT}`, process.execPath, ...PRODUCTION_FLAGS, BIN], { env: { ...process.env, SIDECAR_CONFIG: config }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let output = ''
+    child.stdout.on('data', (d) => { output += d })
+    child.stderr.on('data', (d) => { output += d })
+    const fillers = []
+    try {
+      await waitFor(() => output.includes('listening'), { timeoutMs: 20000 })
+      const list = async () => (await raw(port, 'GET /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n')).split('\r\n')[0]
+      // Connections until the daemon has no descriptor left (it accepts them, then cannot).
+      const first = net.connect(port, '127.0.0.1')
+      await new Promise((resolve) => first.once('connect', resolve))
+      for (let i = 0; i < LIMIT; i++) {
+        const s = net.connect(port, '127.0.0.1')
+        s.on('error', () => {})
+        fillers.push(s)
+        await new Promise((resolve) => { s.once('connect', resolve); s.once('error', resolve) })
+      }
+      await waitFor(async () => (await fs.readdir(`/proc/${child.pid}/fd`)).length >= LIMIT)
+      const refused = await new Promise((resolve) => {
+        let out = ''
+        first.on('data', (d) => { out += d })
+        first.on('end', () => resolve(out.split('\r\n')[0]))
+        first.write('GET /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n')
+      })
+      expect(refused).toBe('HTTP/1.1 500 Internal Server Error') // express could not be read
+      for (const s of fillers) s.destroy()
+      await waitFor(async () => (await fs.readdir(`/proc/${child.pid}/fd`)).length < LIMIT / 2)
+      expect(await list()).toBe('HTTP/1.1 200 OK')
+    } finally {
+      for (const s of fillers) s.destroy()
+      child.kill('SIGKILL')
+    }
+  })
+})
+
+function raw (port, request) {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(port, '127.0.0.1', () => s.write(request))
+    let out = ''
+    s.on('data', (d) => { out += d })
+    s.on('end', () => resolve(out))
+    s.on('error', reject)
+  })
+}

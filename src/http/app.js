@@ -142,7 +142,11 @@ export function createApp (deps) {
   const probe = probeHandler(deps)
   let app = null
   let loading = null
-  const loadApp = () => (loading ??= import('express').then(({ default: express }) => (app = expressApp(express, deps))))
+  // A load that failed (out of file descriptors, say) is tried again by the next request.
+  const loadApp = () => (loading ??= import('express').then(({ default: express }) => (app = expressApp(express, deps)), (err) => {
+    loading = null
+    throw err
+  }))
   return (req, res) => {
     // RFC 9112 3.2; node's own check (requireHostHeader) would answer without a JSON body.
     const refused = req.headers.host === undefined && req.httpVersion === '1.1'

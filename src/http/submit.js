@@ -11,14 +11,12 @@ export function isSubmit (req) {
 }
 
 // The path and query of an absolute-form request target (RFC 9112 3.2.2: "POST http://host/v1/jobs"),
-// which express routes by its path too.
+// which express routes by its path too: as sent, not normalised (new URL() would make
+// "/v1/./jobs", "/x/../v1/jobs" or "/v1\\jobs" of it, which are no route in origin form).
+const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*([^?#]*)((?:\?[^#]*)?)$/i
 function pathOf (url) {
-  try {
-    const u = new URL(url)
-    return u.pathname + u.search
-  } catch {
-    return url
-  }
+  const m = ABSOLUTE_FORM.exec(url)
+  return m ? m[1] + m[2] : url
 }
 
 // Invalid UTF-8 is refused, not turned into U+FFFD: a name made of replacement characters would

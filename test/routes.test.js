@@ -3,6 +3,7 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import zlib from 'node:zlib'
+import net from 'node:net'
 import { startTestSidecar, tempDir } from './helpers/sidecar.js'
 
 let sc, root, store
@@ -34,6 +35,23 @@ describe('routes', () => {
     expect(res.status).toBe(405)
     expect(res.json.error.code).toBe('METHOD_NOT_ALLOWED')
     expect(res.headers.allow).toBe(allow)
+  })
+
+  // An absolute-form target (RFC 9112 3.2.2) names the route as sent: "/v1/./jobs" is no route in
+  // origin form, and must not become one in absolute form (new URL() resolves it to /v1/jobs).
+  it('POST to an absolute-form target is routed by its path as sent', async () => {
+    const body = JSON.stringify({ direction: 'upload', target: 'local', local: path.join(root, 'up.txt'), remote: '/abs.txt', overwrite: true })
+    const post = (target) => new Promise((resolve, reject) => {
+      const s = net.connect(new URL(sc.url).port, '127.0.0.1', () => s.write(`POST ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`))
+      let out = ''
+      s.on('data', (d) => { out += d })
+      s.on('end', () => resolve(out.split('\r\n')[0]))
+      s.on('error', reject)
+    })
+    expect(await post('http://127.0.0.1/v1/jobs')).toBe('HTTP/1.1 202 Accepted')
+    for (const target of ['/v1/./jobs', 'http://127.0.0.1/v1/./jobs', 'http://127.0.0.1/x/../v1/jobs', 'http://127.0.0.1/v1/%2e/jobs']) {
+      expect(await post(target), target).toBe('HTTP/1.1 404 Not Found')
+    }
   })
 
   // Read as POST /v1/jobs reads its body, not by express.json (which decoded invalid UTF-8 into

@@ -61,10 +61,26 @@ export async function openedPath (handle) {
   return readlinkSync(`/proc/self/fd/${handle.fd}`)
 }
 
-function realOrThrow (p) {
+// The deepest directory on the way to `p` that resolves, resolved (or null).
+function realAncestor (p) {
+  for (let dir = path.dirname(p.replace(/\/+$/, '')); ; dir = path.dirname(dir)) {
+    try {
+      return realpathSync.native(dir)
+    } catch {}
+    if (dir === '/') return null
+  }
+}
+
+// `p` resolved. A path that does not resolve is answered as its nearest directory that does: one
+// outside every root is PATH_NOT_ALLOWED whatever lies below it, so that the answers do not tell
+// a caller which files exist outside the roots (a file there that exists was 403, one that does
+// not 422).
+function realOrThrow (p, roots) {
   try {
     return realpathSync.native(p)
   } catch (err) {
+    const known = realAncestor(p)
+    if (known === null || !isInside(known, roots)) throw notAllowed(p, roots)
     if (err.code === 'ENOENT' || err.code === 'ENOTDIR') throw new LocalNotFoundError(`${p} does not exist`)
     // The caller's path, not our disk: 4xx like the other path errors (not 500 LOCAL_IO).
     if (err.code === 'ENAMETOOLONG') throw new InvalidPathError(`${p} has a name longer than the file system allows`)
@@ -78,7 +94,7 @@ function realOrThrow (p) {
 // a FIFO is refused without blocking on it.)
 export async function resolveSource (local, roots) {
   const abs = checkLocalSyntax(local)
-  const real = realOrThrow(abs)
+  const real = realOrThrow(abs, roots)
   if (!isInside(real, roots)) throw notAllowed(local, roots)
   let st = null
   try {
@@ -94,7 +110,7 @@ export async function resolveDestination (local, roots) {
   const abs = checkDestinationSyntax(local)
   const name = path.basename(abs)
   if (Buffer.byteLength(name) > NAME_MAX) throw new InvalidPathError(`${local} has a name longer than the file system allows (${NAME_MAX} bytes)`)
-  const dir = realOrThrow(path.dirname(abs) + '/') // the slash: ENOTDIR unless a directory
+  const dir = realOrThrow(path.dirname(abs) + '/', roots) // the slash: ENOTDIR unless a directory
   const real = path.join(dir, name)
   if (!isInside(dir, roots) || !isInside(real, roots)) throw notAllowed(local, roots)
   // Replaced by a rename, which cannot replace a directory (a symlink is replaced, not followed).

@@ -45,6 +45,24 @@ describe('upload sources', () => {
     expect(err.message).toMatch(/not permitted.*EACCES/)
   })
 
+  // Outside the roots the answer does not depend on what exists there: it told a caller which
+  // files the daemon's user can see (403 for one that exists, 422 for one that does not).
+  it.each(['resolveSource', 'resolveDestination'])('%s: a path outside the roots is PATH_NOT_ALLOWED whether or not it exists', async (resolve) => {
+    const root = await tempDir('paths-root-')
+    const outside = await tempDir('paths-outside-')
+    await fs.writeFile(path.join(outside, 'there.txt'), 'x')
+    const fn = { resolveSource, resolveDestination }[resolve]
+    for (const p of [path.join(outside, 'there.txt'), path.join(outside, 'missing.txt'), path.join(outside, 'nodir', 'x.txt'), '/nonexistent-top/x.txt']) {
+      const err = await fn(p, [root]).then(() => null, (e) => e)
+      expect(err?.code, p).toBe('PATH_NOT_ALLOWED')
+    }
+    // Inside a root, a missing file is still said to be missing.
+    const missing = await resolveSource(path.join(root, 'missing.txt'), [root]).then(() => null, (e) => e)
+    expect(missing?.code).toBe('LOCAL_NOT_FOUND')
+    const missingDir = await resolveDestination(path.join(root, 'nodir', 'x.txt'), [root]).then(() => null, (e) => e)
+    expect(missingDir?.code).toBe('LOCAL_NOT_FOUND')
+  })
+
   it('a download to a name over 255 bytes is refused at submit', async () => {
     const root = await tempDir('paths-root-')
     const err = await resolveDestination(path.join(root, 'n'.repeat(256)), [root]).then(() => null, (e) => e)

@@ -234,6 +234,16 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
       started
     ])
     state.digested = true
+    // Continued from a temp file: the bytes before `offset` are of version job.remoteVersion, and
+    // a target that reads by path (WebHDFS: its OPEN has no If-Range) may have served the rest
+    // from a file replaced since it was checked (between that check and the OPEN, or a datanode's
+    // retry). Asked again now: a file that changed is started over, its temp file dropped.
+    if (offset > 0) {
+      const now = await backend.stat(job.remote, { signal })
+      if ((now?.version ?? null) !== job.remoteVersion) {
+        throw new SizeMismatchError(`${job.target}:${job.remote} was replaced during the resumed download (version ${job.remoteVersion}, now ${now?.version ?? 'gone'}): started over`)
+      }
+    }
     const { sha256, checksum: ours } = await state.digest.digest()
     verify({ bytes: state.bytes, size: src.size, sha256, expected: job.expectedSha256, what: `${job.target}:${job.remote}` })
     const early = await theirs

@@ -189,3 +189,49 @@ describe('TLS failures', () => {
     expect(err.message).toMatch(/^TLS: /)
   })
 })
+
+// A resumed download's bytes before its offset are of the version journaled for it; WebHDFS's
+// OPEN has no If-Range, so a file replaced after that version was checked (between the check and
+// the OPEN, or before a datanode's retry) gave the rest of the new file, and the job succeeded with
+// the two spliced (its sha256 that of the splice). The version is asked again after the body.
+describe('a resumed download of a file replaced after its version was checked', () => {
+  it('fails SIZE_MISMATCH, drops its temp file, and the next attempt downloads the new file whole', async () => {
+    const MiB = 1 << 20
+    const size = 4 * MiB
+    const v1 = Buffer.alloc(size, 1)
+    const v2 = Buffer.alloc(size, 2)
+    let current = { id: 1001, mtime: 1000, data: v1 }
+    let stats = 0
+    fake = await startFakeWebHdfs({
+      async intercept (req, res, { op, onDatanode }) {
+        if (op === 'GETFILESTATUS') {
+          const { id, mtime, data } = current
+          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ FileStatus: { length: data.length, type: 'FILE', fileId: id, modificationTime: mtime, blockSize: MiB } }))
+          if (++stats === 1) current = { id: 1002, mtime: 2000, data: v2 } // replaced right after the first check
+          return true
+        }
+        if (op === 'OPEN' && onDatanode) {
+          const offset = Number(new URL(req.url, 'http://x').searchParams.get('offset') ?? 0)
+          const body = current.data.subarray(offset)
+          res.writeHead(200, { 'content-length': body.length }).end(body)
+          return true
+        }
+        return false
+      }
+    })
+    backend = createWebHdfsBackend({ name: 'hdfs', namenodes: [fake.url], user: 'u', base: '/', checksum: false })
+    const root = await tempDir('fake-splice-')
+    const j = job({ direction: 'download', local: path.join(root, 'f.bin'), remote: '/f.bin', overwrite: true, attempts: 2, remoteVersion: `1001:${size}:1000`, size })
+    const part = path.join(root, `.f.bin.${j.id}.part`)
+    await fs.writeFile(part, v1.subarray(0, size / 2)) // what the attempt before left
+    const err = await download(j, { backend, roots: [root] }).then(() => null, (e) => toSidecarError(e))
+    expect(err).toMatchObject({ code: 'SIZE_MISMATCH', retryable: true })
+    expect(err.message).toMatch(/replaced during the resumed download/)
+    await expect(fs.access(part)).rejects.toThrow(/ENOENT/)
+    await expect(fs.access(j.local)).rejects.toThrow(/ENOENT/)
+    j.attempts = 3
+    const done = await download(j, { backend, roots: [root], onStart: ({ version }) => { j.remoteVersion = version } })
+    expect(done.bytes).toBe(size)
+    expect((await fs.readFile(j.local)).equals(v2)).toBe(true)
+  })
+})

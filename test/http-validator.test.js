@@ -42,3 +42,34 @@ describe('http target: the validator kept for a resume', () => {
     expect(await versionOf(h)).toBe(expected)
   })
 })
+
+// A server that honours Range but ignores If-Range answers a resume of a file replaced by a
+// shorter one with 416: that is another file, read whole (a restart), not a failure for good
+// (REMOTE_REJECTED, the temp file dropped).
+describe('http target: a resume past the end of a replaced, shorter file', () => {
+  it('reads the new file whole from a server that ignores If-Range', async () => {
+    const body = Buffer.from('the new, shorter file')
+    const shorter = http.createServer((req, res) => {
+      const range = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? '')
+      if (range && Number(range[1]) >= body.length) return res.writeHead(416, { 'content-length': 0 }).end()
+      if (range) {
+        const start = Number(range[1])
+        const end = range[2] === '' ? body.length - 1 : Math.min(Number(range[2]), body.length - 1)
+        return res.writeHead(206, { 'content-range': `bytes ${start}-${end}/${body.length}`, 'content-length': end - start + 1, etag: '"new"' }).end(body.subarray(start, end + 1))
+      }
+      res.writeHead(200, { 'content-length': body.length, etag: '"new"' }).end(body)
+    })
+    await new Promise((resolve) => shorter.listen(0, '127.0.0.1', resolve))
+    const b = createHttpBackend({ url: `http://127.0.0.1:${shorter.address().port}/`, timeouts: { idleMs: 5000 } })
+    try {
+      const src = await b.openRead('/f', { offset: 1000, ifVersion: '"old"' })
+      const chunks = []
+      for await (const chunk of src.stream) chunks.push(chunk)
+      expect({ offset: src.offset, size: src.size, version: src.version }).toEqual({ offset: 0, size: body.length, version: '"new"' })
+      expect(Buffer.concat(chunks).equals(body)).toBe(true)
+    } finally {
+      await b.close()
+      await new Promise((resolve) => shorter.close(resolve))
+    }
+  })
+})

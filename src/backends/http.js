@@ -178,7 +178,10 @@ export function createHttpBackend (target) {
         discard(res.body)
         const st = contentRangeSize(res.headers) === offset ? { size: offset, version } : await this.stat(remote, { signal })
         if (st?.size === offset) return { stream: Readable.from([]), size: offset, version: st.version ?? version, offset }
-        throw statusError(416, `GET ${remote}: HTTP 416, the range starts at ${offset} and the file has ${st?.size ?? 'no'} bytes`)
+        // Shorter than the range's start: another file (a server that ignores If-Range answers so
+        // rather than with all of it). Read whole, which the download takes as a restart.
+        if (st) return this.openRead(remote, { signal, pool })
+        throw statusError(416, `GET ${remote}: HTTP 416, the range starts at ${offset} and the file is gone`)
       }
       if (!wanted(res.statusCode)) throw await fail(res, `GET ${remote}`)
       // A 206 says which bytes it holds, and a server may send fewer than asked (RFC 9110 15.3.7):

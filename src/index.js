@@ -11,12 +11,16 @@ import { listenAll, closeAll } from './listeners.js'
 import { createSpool } from './spool.js'
 import { createCallbackSender } from './callbacks.js'
 import { lockStateDir } from './lock.js'
+import { sweepNow } from './transfer.js'
+
+const SWEEP_AT_STOP_MS = 1000 // failed uploads' temp names still to be removed: at most this long at a stop
 
 export { loadConfig, validateConfig, ConfigError } from './config.js'
 export { StateDirLockedError } from './lock.js'
 
 // `lineTimeouts` ({ idleMs, lineMs }, http/lines.js) are shorter in tests. `holdJobs()`, asked once the daemon listens: true leaves every job queued (a stop was asked for
-// during the start, bin/transfer-sidecar.js), so that no recovered job spends an attempt on it.
+// during the start, bin/transfer-sidecar.js), so that no recovered job spends an attempt on it,
+// and ends the spool's first scan early.
 export async function startSidecar (config, { logger = createLogger({ level: config.logLevel }), clock, holdJobs = () => false, lineTimeouts } = {}) {
   let scheduler = null
   const metrics = createMetrics({ scheduler: () => scheduler, backends: Object.values(config.targets).map((t) => t.type) })
@@ -30,12 +34,15 @@ export async function startSidecar (config, { logger = createLogger({ level: con
     callbacks = createCallbackSender({ config, logger, metrics, save: (job) => scheduler.save(job), view: (job) => scheduler.view(job), clock })
     scheduler.callbacks = callbacks
     for (const job of scheduler.pendingCallbacks()) callbacks.deliver(job)
-    spool = createSpool({ config, scheduler, logger, metrics })
-    await spool.start()
+    spool = createSpool({ config, scheduler, logger, metrics, halted: holdJobs })
     const app = createApp({ config, scheduler, backends, metrics, logger })
+    // Listening first: a daemon whose socket or port is another one's stops here, before its first
+    // spool scan could take that daemon's spooled jobs into a journal nobody runs.
     servers = await listenAll({ app, lines: lineProtocol({ config, scheduler, logger, timeouts: lineTimeouts }) }, config)
+    await spool.start()
   } catch (err) {
     // A start that fails half-way (a port in use, say) leaves every unfinished job queued on disk.
+    if (servers) await closeAll(servers, 0).catch(() => {})
     await spool?.stop().catch(() => {})
     await scheduler?.stop(0).catch(() => {})
     callbacks?.stop()
@@ -52,9 +59,13 @@ export async function startSidecar (config, { logger = createLogger({ level: con
   async function stop ({ graceMs = config.shutdownGraceMs } = {}) {
     stopping ??= (async () => {
       logger.info({ graceMs }, 'shutting down')
+      // From now on nothing is accepted (a spool scan under way ends at its next file) and no
+      // queued job starts.
+      scheduler.stopping = true
       const closing = closeAll(servers, Math.min(graceMs, 1000))
       await spool.stop()
       await scheduler.stop(graceMs)
+      await sweepNow(SWEEP_AT_STOP_MS)
       callbacks.stop()
       await closing
       await store.close()

@@ -11,6 +11,7 @@ import {
 } from './errors.js'
 
 const TRANSFER = { upload, download }
+const ABORT_WAIT_MS = 5000 // see stop()
 
 // Of a job's `bytes`, those its current (or last) attempt moved: a resumed download started at
 // `resumedFrom`.
@@ -315,7 +316,17 @@ export class Scheduler {
       ])
       clearTimeout(timer)
       for (const r of this.running.values()) r.controller.abort('shutdown')
-      await Promise.allSettled([...this.running.values()].map((r) => r.promise))
+      // Aborted, each ends at once, but for a publish already sent (bounded by the target's
+      // idleMs) or cleanup on a server that does not answer: not waited for beyond ABORT_WAIT_MS,
+      // so that a service manager's stop timeout does not end the daemon with SIGKILL. A job still
+      // running then is found so in the journal at the next start, as after a crash.
+      let waited
+      const ended = await Promise.race([
+        Promise.allSettled([...this.running.values()].map((r) => r.promise)).then(() => true),
+        new Promise((resolve) => { waited = setTimeout(resolve, ABORT_WAIT_MS, false) })
+      ])
+      clearTimeout(waited)
+      if (!ended) this.logger.warn({ running: [...this.running.keys()].slice(0, 20) }, `jobs still running ${ABORT_WAIT_MS} ms after they were aborted; stopping without them`)
     }
   }
 
@@ -424,6 +435,9 @@ export class Scheduler {
       if (signal.aborted && signal.reason === 'shutdown') {
         job.state = 'queued'
         if (job.phase !== 'publishing') job.bytes = 0 // finishPublish checks the verified size
+        // Stopped by us, not by the job: the attempt is given back (a crash, or a second signal,
+        // counts it; see recover()).
+        job.attempts--
         await this.#save(job)
         return
       }

@@ -16,13 +16,16 @@ const MAX_BYTES = 64 * 1024
 const LATER = new Set(['QUEUE_FULL', 'SHUTTING_DOWN', 'STORE_UNAVAILABLE'])
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }) // as POST /v1/jobs (submit.js)
 
-export function createSpool ({ config, scheduler, logger, metrics }) {
+// `halted()`: true once a stop was asked for during the daemon's start, whose first scan then ends
+// at its next file (the files left are read at the next start).
+export function createSpool ({ config, scheduler, logger, metrics, halted = () => false }) {
   const { dir, intervalMs } = config.spool
   const rejectedDir = path.join(dir, 'rejected')
   let running = null
   let again = false
   let timer = null
   let watcher = null
+  let stopped = false
   // Files whose job is in the journal but which could not be removed (the spool's permissions):
   // removed at the next scans, not submitted again.
   const ingested = new Set()
@@ -113,6 +116,7 @@ export function createSpool ({ config, scheduler, logger, metrics }) {
   async function scan () {
     const names = await fs.readdir(dir)
     for (const name of names) {
+      if (stopped || halted()) return
       const m = NAME.exec(name)
       if (!m) continue
       try {
@@ -139,6 +143,7 @@ export function createSpool ({ config, scheduler, logger, metrics }) {
 
   // One scan at a time; a request during a scan runs one more after it.
   function trigger () {
+    if (stopped) return running
     if (running) {
       again = true
       return running
@@ -168,6 +173,7 @@ export function createSpool ({ config, scheduler, logger, metrics }) {
       watcher.on('error', (err) => logger.warn({ err }, 'spool watch failed; relying on the periodic scan'))
     },
     async stop () {
+      stopped = true
       clearInterval(timer)
       watcher?.close()
       await running

@@ -20,6 +20,7 @@ import {
 } from './errors.js'
 
 const CHUNK = 1 << 20
+const SHUTDOWN_CLEANUP_MS = 1000 // a failed upload's temp name removed at a shutdown: at most this long
 // When an upload's body fails (EPIPE, reset), how long to wait for the server's answer, which
 // usually says why (a datanode's StandbyException, a quota) better than the broken pipe.
 const SERVER_ANSWER_GRACE_MS = 1000
@@ -151,7 +152,11 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     pool?.close()
     if (reader) await release(reader) // no read left in flight on the descriptor
     await source.handle.close().catch(() => {})
-    if (written && tmp !== job.remote) await backend.remove(tmp).catch(() => {})
+    // At a shutdown briefly: the next start, a later attempt, removes it first anyway (above).
+    if (written && tmp !== job.remote) {
+      const shutdown = signal?.aborted && signal.reason === 'shutdown'
+      await backend.remove(tmp, shutdown ? { signal: AbortSignal.timeout(SHUTDOWN_CLEANUP_MS) } : {}).catch(() => {})
+    }
   }
 }
 
@@ -394,13 +399,37 @@ export async function discardPartial (job, { roots, backend }) {
   if (job.direction === 'upload') {
     const tmp = tempPathOf(backend, job)
     if (tmp === job.remote || putsDirect(backend, job, job.size)) return
-    for (const ms of SWEEP_AFTER_MS) setTimeout(() => backend.remove(tmp).catch(() => {}), ms).unref()
+    const sweep = { backend, tmp, timers: [], due: Date.now() + SWEEP_AFTER_MS[0] }
+    sweeps.add(sweep)
+    for (const ms of SWEEP_AFTER_MS) {
+      sweep.timers.push(setTimeout(() => {
+        if (ms === SWEEP_AFTER_MS.at(-1)) sweeps.delete(sweep)
+        backend.remove(tmp).catch(() => {})
+      }, ms).unref())
+    }
     return
   }
   const dest = await resolveDestination(job.local, roots)
   const dir = await openDestDir(dest, roots)
   await fs.unlink(inDir(dir, downloadTempName(dest, job))).catch(() => {})
   await dir.close()
+}
+
+// The removals of failed uploads' temp names still to come (discardPartial), which a stop would
+// drop: run once more at the stop (the job is final, and nothing would remove them after), no
+// sooner than the first was due (a server may store a cut PUT a moment after the cut), waiting at
+// most `ms` for that and `ms` for the removals.
+const sweeps = new Set()
+
+export async function sweepNow (ms) {
+  const pending = [...sweeps]
+  sweeps.clear()
+  if (!pending.length) return
+  for (const { timers } of pending) for (const t of timers) clearTimeout(t)
+  const wait = Math.min(ms, Math.max(...pending.map((p) => p.due)) - Date.now())
+  if (wait > 0) await sleep(wait)
+  const signal = AbortSignal.timeout(ms)
+  await Promise.allSettled(pending.map(({ backend, tmp }) => backend.remove(tmp, { signal })))
 }
 
 // After a crash between "verified" (journaled with its size and sha256) and "succeeded", finish

@@ -11,6 +11,9 @@ import {
 } from './errors.js'
 
 const TRANSFER = { upload, download }
+
+// The name an upload without overwrite holds while it runs (see #pump), or null.
+const exclusiveName = (job) => job.direction === 'upload' && !job.overwrite ? `${job.target}\n${job.remote}` : null
 const ABORT_WAIT_MS = 5000 // see stop()
 
 // Of a job's `bytes`, those its current (or last) attempt moved: a resumed download started at
@@ -32,6 +35,14 @@ class JobQueue {
     if (this.#waiting.has(job.id)) return
     this.#waiting.set(job.id, job)
     this.#items.push(job)
+  }
+
+  // To the front: a job taken that must wait for another (see Scheduler.#pump).
+  unshift (job) {
+    if (this.#waiting.has(job.id)) return
+    this.#waiting.set(job.id, job)
+    if (this.#head > 0) this.#items[--this.#head] = job
+    else this.#items.unshift(job)
   }
 
   shift () {
@@ -79,6 +90,7 @@ export class Scheduler {
     this.running = new Map() // id → { controller, promise, startedAt, job }
     this.persisting = new Map() // id → promise of the first write (for idempotent resubmits)
     this.putSent = new Set() // ids of jobs whose direct PUT sent its last byte (see cancel)
+    this.exclusive = new Map() // target and remote of an upload running without overwrite → the jobs waiting for it (#pump)
     this.recovered = new Set() // ids of jobs found unfinished in the journal, not started since
     this.timers = new Map() // id → retry timer
     this.waiters = new Map() // id → Set of callbacks run when the job ends
@@ -166,12 +178,12 @@ export class Scheduler {
     const spec = parseJobRequest(body, this.config)
     // A known id first: its local file may be gone by now (an upload's copy removed once it
     // succeeded), and a resubmission (a retry, a spooled copy) is still the same job.
-    if (spec.id && this.jobs.has(spec.id)) return this.#resubmitted(spec)
+    if (spec.id && this.jobs.has(spec.id)) return this.#resubmitted(spec, body)
     if (spec.direction === 'upload') await resolveSource(spec.local, this.config.roots)
     else await resolveDestination(spec.local, this.config.roots)
 
     // Again: the same id may have been submitted while the paths were being checked.
-    if (spec.id && this.jobs.has(spec.id)) return this.#resubmitted(spec)
+    if (spec.id && this.jobs.has(spec.id)) return this.#resubmitted(spec, body)
     if (this.unfinished >= this.config.queue.limit) {
       throw new QueueFullError(`the queue holds ${this.unfinished} unfinished jobs (limit ${this.config.queue.limit})`)
     }
@@ -200,13 +212,20 @@ export class Scheduler {
     return { job, created: true, state: 'queued' }
   }
 
-  async #resubmitted (spec) {
+  // The same id again. While the first submission's record is still being written, a job exists
+  // only once that write succeeds: this one waits for it, and is answered as that one is (the same
+  // request: refused with it; another one: JOB_CONFLICT only against a job that exists, else it
+  // is a new job of its own).
+  async #resubmitted (spec, body) {
+    const pending = this.persisting.get(spec.id)
+    if (pending) {
+      const written = await pending.then(() => true, () => false)
+      if (!written) {
+        if (!this.jobs.has(spec.id)) return this.submit(body)
+      }
+    }
     const existing = this.jobs.get(spec.id)
     if (!sameRequest(existing, spec)) throw new JobConflictError(`job ${spec.id} exists with a different request`)
-    // The first submission's record is still being written: this one is accepted as that one is.
-    await this.persisting.get(spec.id)?.catch(() => {
-      throw new StoreUnavailableError('the job could not be written to disk; it was not accepted')
-    })
     return { job: existing, created: false, state: existing.state }
   }
 
@@ -226,8 +245,9 @@ export class Scheduler {
     return this.#save(job)
   }
 
+  // A job whose first record is still being written is not one yet (its write may fail).
   get (id) {
-    const job = this.jobs.get(id)
+    const job = this.persisting.has(id) ? undefined : this.jobs.get(id)
     if (!job) throw new JobNotFoundError(`no job ${JSON.stringify(String(id).slice(0, 64))}`)
     return job
   }
@@ -254,7 +274,7 @@ export class Scheduler {
         signal?.removeEventListener('abort', done)
         set.delete(done)
         if (set.size === 0 && this.waiters.get(id) === set) this.waiters.delete(id)
-        resolve(this.jobs.get(id) ?? job)
+        resolve(this.jobs.get(id) ?? job) // pruned meanwhile: as it ended
       }
       const timer = setTimeout(done, ms)
       signal?.addEventListener('abort', done, { once: true })
@@ -278,7 +298,9 @@ export class Scheduler {
       run.controller.abort('cancel')
       await run.promise
       // Aborted for the shutdown before this cancel, it ended queued (to run after the restart).
-      if (FINAL_STATES.has(job.state) || this.running.has(id)) return job
+      if (job.state === 'cancelled' || this.running.has(id)) return job
+      // It had passed the point where a cancel stops it (its publish was under way) and ended so.
+      if (FINAL_STATES.has(job.state)) throw new JobFinishedError(`job ${id} already ${job.state}`)
     }
     clearTimeout(this.timers.get(id))
     this.timers.delete(id)
@@ -369,6 +391,19 @@ export class Scheduler {
     while (this.started && !this.stopping && q.running < q.concurrency && q.queue.length) {
       const job = q.queue.shift()
       if (job.state !== 'queued' || this.running.has(job.id)) continue // cancelled meanwhile
+      // Two uploads to one name that must not replace a file run one after the other, so that the
+      // second finds the first's file (REMOTE_EXISTS). mod_dav checks a PUT's If-None-Match and a
+      // MOVE's Overwrite: F before it renames its file into place, not with it: side by side, both
+      // passed the check and both succeeded, the second replacing the first.
+      const name = exclusiveName(job)
+      if (name !== null) {
+        const waiting = this.exclusive.get(name)
+        if (waiting) {
+          waiting.push(job)
+          continue
+        }
+        this.exclusive.set(name, [])
+      }
       q.running++
       const controller = new AbortController()
       const run = { controller, startedAt: this.clock(), job }
@@ -376,6 +411,12 @@ export class Scheduler {
       run.promise = this.#attempt(job, run).finally(() => {
         this.running.delete(job.id)
         q.running--
+        if (name !== null) {
+          // The next of them to the front of the queue (a job put back with its place).
+          const waiting = this.exclusive.get(name)
+          this.exclusive.delete(name)
+          for (const next of waiting.reverse()) q.queue.unshift(next)
+        }
         this.#pump(q)
       })
     }

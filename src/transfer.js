@@ -139,6 +139,8 @@ export async function upload (job, { backend, roots, signal, onStart, onProgress
     verify({ bytes: stored?.size, size: meter.bytes, what: `${job.target}:${tmp}` })
     const verified = checksum && await backend.verifyChecksum(tmp, ours, { signal, status: stored })
     if (tmp !== job.remote) {
+      // A cancel that came while the digest was finished is one before the publishing phase.
+      signal?.throwIfAborted()
       await onVerified?.({ bytes: meter.bytes, sha256 })
       // Verified and journaled as publishing: from here on a cancel is refused (see
       // Scheduler.cancel) and the publish runs to its end (bounded by idleMs), as the server may
@@ -254,6 +256,7 @@ export async function download (job, { backend, roots, signal, onStart, onProgre
     const early = await theirs
     const verified = state.checksum && backend.compareChecksum(job.remote, ours,
       early ? early.value : await backend.fileChecksum(job.remote, { signal, status: src.status }))
+    signal?.throwIfAborted() // as in upload()
     await onVerified?.({ bytes: state.bytes, sha256 })
     await publishDownload(temp.dir, tmpName, dest, job.overwrite)
     published = true

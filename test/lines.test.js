@@ -309,6 +309,23 @@ describe('line protocol with a token', () => {
     c.socket.end()
   })
 
+  // What the PHP client's send() does: the token line and the job, then close without reading.
+  // The answer to the token line, written to a closed unix socket, failed (EPIPE) and destroyed the
+  // socket before the job line was handled: every such job was lost.
+  it('takes a job whose client wrote the token line and the job, then closed without reading', async () => {
+    for (let i = 0; i < 5; i++) {
+      const id = `sent-and-gone-${i}-${crypto.randomBytes(4).toString('hex')}`
+      await new Promise((resolve, reject) => {
+        const s = net.connect(secured.socket, () => {
+          s.write(JSON.stringify({ token }) + '\n' + JSON.stringify(upload(`${id}.txt`, { id })) + '\n', () => s.destroy())
+        })
+        s.on('close', resolve)
+        s.on('error', reject)
+      })
+      await waitFor(async () => (await secured.api.job(id)).status === 200, { timeoutMs: 5000 })
+    }
+  })
+
   it.each([
     ['no token line', null],
     ['a wrong token', 'lines-token-0123456789abcdeX'],

@@ -145,6 +145,7 @@ final class Client
      */
     public function upload(string $target, string $local, string $remote, array $options = []): string
     {
+        $this->lastHandoffSeconds = null; // also when the job is refused before any hand-off
         return $this->handOff($this->job('upload', $target, $local, $remote, $options), true);
     }
 
@@ -155,6 +156,7 @@ final class Client
      */
     public function download(string $target, string $local, string $remote, array $options = []): string
     {
+        $this->lastHandoffSeconds = null; // as in upload()
         return $this->handOff($this->job('download', $target, $local, $remote, $options), true);
     }
 
@@ -175,6 +177,7 @@ final class Client
      */
     public function send(string $direction, string $target, string $local, string $remote, array $options = []): string
     {
+        $this->lastHandoffSeconds = null; // as in upload()
         if ($direction !== 'upload' && $direction !== 'download') {
             throw new InvalidArgumentException(sprintf('direction: must be "upload" or "download", got %s', json_encode($direction)));
         }
@@ -423,7 +426,7 @@ final class Client
             if ($reason instanceof RequestException) {
                 throw $reason; // invalid as sent: spooling would not help
             }
-        } catch (ConnectionException $e) {
+        } catch (ConnectionException | UnavailableException $e) {
             $reason = $e;
         }
         if ($this->spool === null) {
@@ -575,7 +578,8 @@ final class Client
 
     /**
      * @return array{status: int}|null null: no line
-     * @throws ConnectionException a line that is not the line protocol's answer (not the daemon?)
+     * @throws ConnectionException an answer cut short
+     * @throws UnavailableException a line that is not the line protocol's answer (not the daemon?)
      */
     private static function answerLine(?string $line): ?array
     {
@@ -584,7 +588,13 @@ final class Client
         }
         $answer = json_decode($line, true);
         if (!is_array($answer) || !is_int($answer['status'] ?? null)) {
-            throw new ConnectionException(sprintf('the daemon answered a line that is not a line-protocol answer: %s', json_encode(substr($line, 0, 100))));
+            $what = sprintf('the daemon answered a line that is not a line-protocol answer: %s', json_encode(substr($line, 0, 100)));
+            // An answer cut short is the connection's; anything else is something other than the
+            // daemon answering (an HTTP server on the port, say): unavailable, as over HTTP.
+            if (str_starts_with($line, '{')) {
+                throw new ConnectionException($what);
+            }
+            throw new UnavailableException($what, 0, 'LINE_INVALID');
         }
         return $answer;
     }

@@ -134,11 +134,18 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
     async function answer () {
       if (busy) return
       busy = true
-      while (next < lines.length && !socket.destroyed) {
+      while (next < lines.length) {
         const line = lines[next++]
         if (!(line instanceof Error)) pendingBytes -= line.length
         const reply = line instanceof Error ? failure(line) : await handle(line)
-        if (socket.destroyed || socket.writableEnded) break
+        // Lines received before the client went away are handled all the same, as an HTTP request
+        // received whole is; only their answers are lost. A client that writes its token line and
+        // its job and closes (the PHP client's send()) lost the job over a unix socket: the token's
+        // answer, written to the closed peer, failed (EPIPE) and destroyed the socket first.
+        if (socket.destroyed || socket.writableEnded) {
+          if (reply.close) next = lines.length // after a refused token, nothing
+          continue
+        }
         // A client that sends and does not read: its answers wait in the kernel, not here, and
         // nothing more is read from it until it reads them; one that has not for idleMs is cut.
         if (!socket.write(reply.text)) {

@@ -120,6 +120,25 @@ final class ClientProtocolTest extends TestCase
         self::assertSame([], $this->spooled(), 'the retry went to the daemon, not to the spool');
     }
 
+    /** A call refused before any hand-off (an invalid option) leaves no earlier hand-off's time behind. */
+    public function testLastHandoffSecondsIsNullAfterACallRefusedBeforeTheHandOff(): void
+    {
+        $stub = new StubServer([[['reply' => self::acceptedLine()]]]);
+        $client = new Client(['socket' => $stub->socket]);
+        $client->upload('hdfs', '/srv/a', '/a');
+        self::assertGreaterThan(0, $client->lastHandoffSeconds());
+        foreach ([fn () => $client->upload('hdfs', '/srv/a', '/a', ['sha256' => 'nope']), fn () => $client->send('sideways', 'hdfs', '/srv/a', '/a'), fn () => $client->download('hdfs', '/srv/a', '/a', ['digest' => 'md5'])] as $call) {
+            try {
+                $call();
+                self::fail('no exception');
+            } catch (\TransferSidecar\Exception\InvalidArgumentException $e) {
+                self::assertNull($client->lastHandoffSeconds(), $e->getMessage());
+            }
+        }
+        $client->close();
+        $stub->finish();
+    }
+
     public function testA4xxThrowsWithTheDaemonsCodeAndIsNotSpooled(): void
     {
         $stub = new StubServer([[['reply' => StubServer::error(400, 'Bad Request', 'UNKNOWN_TARGET', 'no target named "nope"')]]]);
@@ -366,7 +385,7 @@ final class ClientProtocolTest extends TestCase
         yield '429 QUEUE_FULL' => ['{"status":429,"error":{"code":"QUEUE_FULL","message":"full"},"retryAfter":1}' . "\n", 429];
         yield '503 SHUTTING_DOWN' => ['{"status":503,"error":{"code":"SHUTTING_DOWN","message":"stopping"},"retryAfter":1}' . "\n", 503];
         yield '202 naming another job' => [self::acceptedLine('another-job-id'), 202];
-        yield 'an HTTP answer' => [StubServer::answer(400, 'Bad Request', 'no'), null];
+        yield 'an HTTP answer (not the daemon: unavailable, as over HTTP)' => [StubServer::answer(400, 'Bad Request', 'no'), 0];
         yield 'a line cut short' => ['{"status":20', null];
         yield 'closed without answering' => [null, null];
     }

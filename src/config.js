@@ -115,7 +115,7 @@ function jsonErrorPlace (text, err) {
 
 // A URL as a config error may show it: the user and password of one written with them are not.
 function shownUrl (value) {
-  return typeof value === 'string' ? value.replace(/^([^@]*\/\/)?[^/@]*@/, '$1…@') : value
+  return typeof value === 'string' ? value.replace(/^([a-z][a-z0-9+.-]*:\/*)?.*@/is, '$1…@') : value
 }
 
 // "must be …, got X", or "is required: must be …" when the field is missing.

@@ -61,12 +61,33 @@ export async function openedPath (handle) {
   return readlinkSync(`/proc/self/fd/${handle.fd}`)
 }
 
-// The deepest directory on the way to `p` that resolves, resolved (or null).
-function realAncestor (p) {
+// Where `p` leads when it is a symlink whose target does not exist (followed through a chain of
+// them); `p` itself otherwise.
+function danglingTarget (p) {
+  let at = p.replace(/\/+$/, '') || '/'
+  for (let hops = 0; hops < 40; hops++) {
+    let link
+    try {
+      if (!lstatSync(at).isSymbolicLink()) return at
+      link = readlinkSync(at)
+    } catch {
+      return at
+    }
+    at = path.resolve(path.dirname(at), link)
+  }
+  return at
+}
+
+// The deepest directory on the way to `p` that resolves, resolved (or null). A directory on the
+// way that is a symlink to a missing one is answered as where it leads.
+function realAncestor (p, depth = 0) {
+  if (depth > 40) return null
   for (let dir = path.dirname(p.replace(/\/+$/, '')); ; dir = path.dirname(dir)) {
     try {
       return realpathSync.native(dir)
     } catch {}
+    const target = danglingTarget(dir)
+    if (target !== dir) return realAncestor(target, depth + 1)
     if (dir === '/') return null
   }
 }
@@ -79,7 +100,8 @@ function realOrThrow (p, roots) {
   try {
     return realpathSync.native(p)
   } catch (err) {
-    const known = realAncestor(p)
+    // A symlink in a root to a missing file outside is answered as the path it leads to.
+    const known = realAncestor(danglingTarget(p))
     if (known === null || !isInside(known, roots)) throw notAllowed(p, roots)
     if (err.code === 'ENOENT' || err.code === 'ENOTDIR') throw new LocalNotFoundError(`${p} does not exist`)
     // The caller's path, not our disk: 4xx like the other path errors (not 500 LOCAL_IO).

@@ -256,6 +256,7 @@ export class Scheduler {
     const out = []
     for (const job of this.jobs.values()) {
       if (state && job.state !== state) continue
+      if (this.persisting.has(job.id)) continue // not a job yet (see get)
       out.push(job)
       if (out.length >= limit) break
     }
@@ -318,6 +319,7 @@ export class Scheduler {
   stats () {
     let queued = 0
     for (const q of this.queues.values()) queued += q.queue.length
+    for (const held of this.exclusive.values()) queued += held.length // behind an upload to their name (#pump)
     let running = 0
     for (const run of this.running.values()) if (run.job.state === 'running') running++
     return { unfinished: this.unfinished, running, waiting: this.unfinished - running, queued }

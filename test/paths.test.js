@@ -56,6 +56,16 @@ describe('upload sources', () => {
       const err = await fn(p, [root]).then(() => null, (e) => e)
       expect(err?.code, p).toBe('PATH_NOT_ALLOWED')
     }
+    // Nor through a symlink a caller put in a root, to a file outside, there or not (also as a directory).
+    await fs.writeFile(path.join(outside, 'linked.txt'), 'x')
+    await fs.symlink(path.join(outside, 'linked.txt'), path.join(root, `to-there-${resolve}`))
+    await fs.symlink(path.join(outside, 'nothing.txt'), path.join(root, `to-nothing-${resolve}`))
+    // (A download's destination that is such a link is the link itself, replaced at the publish.)
+    const final = resolve === 'resolveSource' ? [`to-there-${resolve}`, `to-nothing-${resolve}`] : []
+    for (const p of [...final, `to-there-${resolve}/x.txt`, `to-nothing-${resolve}/x.txt`]) {
+      const err = await fn(path.join(root, p), [root]).then(() => null, (e) => e)
+      expect(err?.code, p).toBe('PATH_NOT_ALLOWED')
+    }
     // Inside a root, a missing file is still said to be missing.
     const missing = await resolveSource(path.join(root, 'missing.txt'), [root]).then(() => null, (e) => e)
     expect(missing?.code).toBe('LOCAL_NOT_FOUND')

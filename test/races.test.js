@@ -102,7 +102,8 @@ describe('the same id while its first record is written, and that write fails', 
     try {
       const first = sc.api.submit(a)
       await new Promise((resolve) => setTimeout(resolve, 50))
-      const [other, during] = await Promise.all([sc.api.submit(b), sc.api.job(id)])
+      const [other, during, listed] = await Promise.all([sc.api.submit(b), sc.api.job(id), sc.api.call('GET', '/v1/jobs')])
+      expect(listed.json.jobs.map((j) => j.id)).not.toContain(id)
       expect((await first).status).toBe(503)
       expect(during).toMatchObject({ status: 404, json: { error: { code: 'JOB_NOT_FOUND' } } })
       expect(other.status).toBe(202)

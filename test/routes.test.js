@@ -49,7 +49,7 @@ describe('routes', () => {
       s.on('error', reject)
     })
     expect(await post('http://127.0.0.1/v1/jobs')).toBe('HTTP/1.1 202 Accepted')
-    for (const target of ['/v1/./jobs', 'http://127.0.0.1/v1/./jobs', 'http://127.0.0.1/x/../v1/jobs', 'http://127.0.0.1/v1/%2e/jobs']) {
+    for (const target of ['/v1/./jobs', 'http://127.0.0.1/v1/./jobs', 'http://127.0.0.1/x/../v1/jobs', 'http://127.0.0.1/v1/%2e/jobs', 'http://127.0.0.1/v1\\jobs', 'http://127.0.0.1/v1/jobs#x']) {
       expect(await post(target), target).toBe('HTTP/1.1 404 Not Found')
     }
   })

@@ -157,6 +157,9 @@ export function createApp (deps) {
       logger.warn({ method: req.method, path: req.url.slice(0, 200), status: refused.statusCode, code: refused.code, origin: req.headers.origin?.slice(0, 200), host: req.headers.host?.slice(0, 200) }, 'request refused')
       return sendError(res, refused, logger)
     }
+    // An absolute-form target with "\\" or "#" is no route: express would make "/" of the one and
+    // drop the other, and route it as a path that was not sent.
+    if (req.url[0] !== '/' && /[\\#]/.test(req.url)) return sendError(res, new RouteNotFoundError(`no route ${req.method} ${req.url.slice(0, 200)}`), logger)
     if (isSubmit(req)) return submit(req, res)
     const asked = matchStatus(req)
     if (asked) return status(req, res, asked)

@@ -235,3 +235,58 @@ describe('a resumed download of a file replaced after its version was checked', 
     expect((await fs.readFile(j.local)).equals(v2)).toBe(true)
   })
 })
+
+// A RENAME (the publish) answered by something other than WebHDFS (a gateway's redirect to its
+// login page, the page itself as a 200, a proxy's 204) was taken as done: the upload succeeded,
+// nothing was under the final name, and its temp file was left.
+describe('a publish answered by something other than WebHDFS', () => {
+  it.each([
+    ['a 302 to a login page', (res) => res.writeHead(302, { location: 'http://127.0.0.1:1/login' }).end()],
+    ['a 200 HTML page', (res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<html><body>Please log in</body></html>')],
+    ['a 204', (res) => res.writeHead(204).end()]
+  ])('fails REMOTE_REJECTED on %s, and removes the temp file', async (what, answer) => {
+    fake = await startFakeWebHdfs({
+      intercept: (req, res, { op }) => {
+        if (op !== 'RENAME') return false
+        answer(res)
+        return true
+      }
+    })
+    backend = createWebHdfsBackend({ name: 'hdfs', namenodes: [fake.url], user: 'u', base: '/', checksum: false })
+    const root = await tempDir('fake-rename-')
+    await fs.writeFile(path.join(root, 'src.bin'), Buffer.alloc(4096, 7))
+    const err = await upload(job({ direction: 'upload', local: path.join(root, 'src.bin'), remote: '/final.bin', overwrite: true }), { backend, roots: [root] }).then(() => null, (e) => toSidecarError(e))
+    expect(err?.code).toBe('REMOTE_REJECTED')
+    expect([...fake.files.keys()]).toEqual([])
+  })
+})
+
+// A datanode whose Location has no port (its scheme's default) was left out under a garbled name
+// (its host with the last character cut: "excludedatanodes=localhos"), so it was not left out.
+describe('a failed datanode on its scheme\'s default port', () => {
+  it('is excluded by its transfer address', async () => {
+    let failed = false
+    fake = await startFakeWebHdfs({
+      intercept: (req, res, { op, onDatanode }) => {
+        if (req.url.startsWith('/jmx')) {
+          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ beans: [{ LiveNodes: JSON.stringify({ '127.0.0.1:9866': { infoAddr: '127.0.0.1:80', xferaddr: '127.0.0.1:9866' } }) }] }))
+          return true
+        }
+        if (op === 'CREATE' && !onDatanode && !failed) {
+          failed = true // a datanode on port 80 of 127.0.0.1, where nothing listens: refused
+          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ Location: `http://127.0.0.1${req.url.replace('/webhdfs/v1', '/dn/webhdfs/v1')}` }))
+          return true
+        }
+        return false
+      }
+    })
+    backend = createWebHdfsBackend({ name: 'hdfs', namenodes: [fake.url], user: 'u', base: '/', checksum: false, timeouts: { idleMs: 3000, connectMs: 1000 } })
+    const root = await tempDir('fake-exclude-')
+    await fs.writeFile(path.join(root, 'src.bin'), Buffer.alloc(1000, 7))
+    const first = await upload(job({ direction: 'upload', local: path.join(root, 'src.bin'), remote: '/a.bin', overwrite: true }), { backend, roots: [root] }).then(() => null, (e) => toSidecarError(e))
+    expect(first?.code).toBe('NETWORK_ERROR')
+    await upload(job({ direction: 'upload', local: path.join(root, 'src.bin'), remote: '/b.bin', overwrite: true }), { backend, roots: [root] })
+    const create = fake.requests.filter((r) => r.includes('op=CREATE') && !r.startsWith('PUT /dn/')).at(-1)
+    expect(new URL(create.split(' ')[1], 'http://x').searchParams.get('excludedatanodes')).toBe('127.0.0.1:9866')
+  })
+})

@@ -235,9 +235,12 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
     return datanodeMap.byHttp.get(net.isIPv6(ip) ? `[${ip}]:${port}` : `${ip}:${port}`) ?? ip
   }
 
+  // Keyed by host and port, the port written out: a Location on its scheme's default port has
+  // none in `host`, and transferAddress splits at the last ":".
   function excludeDatanode (location, why) {
-    log.warn({ datanode: location.host, why }, 'datanode excluded')
-    excluded.set(location.host, clock() + EXCLUDE_MS)
+    const httpAddr = `${location.hostname}:${location.port || (location.protocol === 'https:' ? 443 : 80)}`
+    log.warn({ datanode: httpAddr, why }, 'datanode excluded')
+    excluded.set(httpAddr, clock() + EXCLUDE_MS)
   }
 
   async function excludedDatanodes (signal) {
@@ -429,8 +432,13 @@ export function createWebHdfsBackend (target, { logger, metrics, clock = Date.no
         throw err
       }
       const text = await readSmall(res.body)
-      // rename2 answers an empty 200; the old rename answers {"boolean": false} when it did nothing.
+      // rename2 answers an empty 200; the old rename answers {"boolean": true} or, when it did
+      // nothing, {"boolean": false}. Anything else (a gateway's redirect or login page, a proxy's
+      // 204) is no RENAME done: the job fails, and its temp file is removed, not left.
       if (/"boolean"\s*:\s*false/.test(text)) throw new RemoteExistsError(`RENAME to ${remote} was refused`)
+      if (res.statusCode !== 200 || !(text.trim() === '' || /^\{\s*"boolean"\s*:\s*true\s*\}$/.test(text.trim()))) {
+        throw new RemoteRejectedError(`RENAME to ${remote}: HTTP ${res.statusCode}, not a WebHDFS answer (${redact(firstLine(text)).slice(0, 100) || 'no body'})`)
+      }
     },
 
     async remove (remote, { signal } = {}) {

@@ -98,7 +98,9 @@ function localCases (ctx, direction) {
       { local: `${ctx.links.dir}/../secret.txt`, outside: true, expect: ['PATH_NOT_ALLOWED', 'LOCAL_NOT_FOUND'] },
       { local: ctx.links.loop, expect: ['PATH_NOT_ALLOWED'] },
       { local: `${ctx.links.loop}/x`, expect: ['PATH_NOT_ALLOWED'] },
-      { local: ctx.links.dangling, expect: ['LOCAL_NOT_FOUND'] },
+      // a link to a missing file outside the roots: answered as where it leads, whether or not
+      // that exists (a 422 there would tell a caller which files exist outside)
+      { local: ctx.links.dangling, outside: true, expect: ['PATH_NOT_ALLOWED'] },
       { local: ctx.links.inside, expect: ['accept'] },
       // inside, but not regular files: refused at submit (stat, without opening the FIFO)
       { local: ctx.fifo, expect: ['INVALID_PATH'] },
@@ -110,7 +112,7 @@ function localCases (ctx, direction) {
       { local: `${ctx.links.dir}/new.bin`, outside: true, expect: ['PATH_NOT_ALLOWED'] },
       { local: `${ctx.links.dir}/note.txt`, outside: true, expect: ['PATH_NOT_ALLOWED'] },
       { local: `${ctx.links.loop}/x`, expect: ['PATH_NOT_ALLOWED'] },
-      { local: `${ctx.links.dangling}/x`, expect: ['LOCAL_NOT_FOUND'] },
+      { local: `${ctx.links.dangling}/x`, outside: true, expect: ['PATH_NOT_ALLOWED'] },
       { local: `${ctx.dlDir}/missing/x`, expect: ['LOCAL_NOT_FOUND'] },
       { local: `${ctx.srcFile}/x`, expect: ['LOCAL_NOT_FOUND'] },
       { local: ctx.root, outside: true, expect: ['PATH_NOT_ALLOWED'] },

@@ -9,16 +9,35 @@ export function signature (secret, timestamp, body) {
   return 'sha256=' + crypto.createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')
 }
 
+const AT_ONCE = 8 // deliveries in flight
+
 export function createCallbackSender ({ config, logger, metrics, save, view, clock = Date.now, random = Math.random }) {
   const { secret, attempts, baseDelayMs, maxDelayMs, timeoutMs, allow } = config.callbacks
   const timers = new Set()
-  const client = createHttpClient({ connectMs: timeoutMs, idleMs: timeoutMs, maxSockets: 8 })
+  const client = createHttpClient({ connectMs: timeoutMs, idleMs: timeoutMs, maxSockets: AT_ONCE })
   let stopped = false
+  // At most AT_ONCE deliveries at a time, the others wait here, before their timeout starts: one
+  // that waited for a socket in the client's queue spent its timeout there, and a receiver that
+  // answered in time had its callbacks failed (and sent again) when many jobs ended together.
+  let active = 0
+  const queue = []
+  const slot = () => active < AT_ONCE ? (active++, Promise.resolve()) : new Promise((resolve) => queue.push(resolve))
+  const release = () => queue.length ? queue.shift()() : active--
 
   async function post (job) {
     // Checked at every delivery: a callback journaled before the configuration stopped allowing
     // it (a prefix removed, or callbacks turned off) must not be POSTed after a restart.
     if (!callbackAllowed(job.callback, allow)) throw Object.assign(new Error('the callback is no longer under a prefix of callbacks.allow'), { final: true })
+    await slot()
+    try {
+      await deliver(job)
+    } finally {
+      release()
+    }
+  }
+
+  async function deliver (job) {
+    if (stopped) throw new Error('stopped')
     const body = JSON.stringify(view(job))
     const timestamp = String(Math.floor(clock() / 1000))
     const headers = {
@@ -67,6 +86,7 @@ export function createCallbackSender ({ config, logger, metrics, save, view, clo
     stop () {
       stopped = true
       for (const t of timers) clearTimeout(t)
+      for (const resolve of queue.splice(0)) resolve() // they find `stopped` and give up
       client.close()
     }
   }

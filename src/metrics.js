@@ -267,6 +267,6 @@ export function createMetrics ({ scheduler = () => null, spoolDir, collectDefaul
     bytes.inc(labels, n)
     if (n > 0 && moved === 0) return
     duration.observe(cls, seconds)
-    if (seconds > 0) throughput.observe(cls, moved / seconds)
+    if (seconds > 0 && Number.isFinite(moved / seconds)) throughput.observe(cls, moved / seconds)
   }
 }

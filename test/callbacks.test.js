@@ -210,3 +210,38 @@ describe('callbacks.allow at submission', () => {
     }
   })
 })
+
+// Many jobs ending together, a receiver that answers each callback in 300 ms: the deliveries beyond
+// the sender's 8 sockets waited in its client's queue, and that wait counted against
+// callbacks.timeoutMs, so callbacks answered in time were given up (failed) and sent again.
+describe('many callbacks at once to a slow receiver', () => {
+  it('are each delivered once, none failed for the time it waited for its turn', async () => {
+    const posts = new Map()
+    const slow = http.createServer((req, res) => {
+      const id = req.headers['x-sidecar-job']
+      posts.set(id, (posts.get(id) ?? 0) + 1)
+      req.resume()
+      req.on('end', () => setTimeout(() => res.end('ok'), 300))
+    })
+    await new Promise((resolve) => slow.listen(0, '127.0.0.1', resolve))
+    const slowUrl = `http://127.0.0.1:${slow.address().port}/hooks/`
+    const root = await tempDir('cb-many-root-')
+    await fs.writeFile(path.join(root, 'a.txt'), 'a')
+    const sc = await startTestSidecar({
+      roots: [root],
+      targets: { local: { type: 'file', dir: await tempDir('cb-many-store-'), concurrency: 32 } },
+      extra: { callbacks: { allow: [slowUrl], attempts: 2, baseDelayMs: 20, maxDelayMs: 50, timeoutMs: 1000 } }
+    })
+    try {
+      const ids = await Promise.all(Array.from({ length: 48 }, async (_, i) => (await sc.api.submit({ direction: 'upload', target: 'local', local: path.join(root, 'a.txt'), remote: `/many/${i}`, callback: slowUrl })).json.id))
+      await waitFor(async () => (await Promise.all(ids.map(async (id) => (await sc.api.job(id)).json.callbackState))).every((s) => s === 'delivered' || s === 'failed'), { timeoutMs: 60000 })
+      const states = await Promise.all(ids.map(async (id) => (await sc.api.job(id)).json.callbackState))
+      expect(states.filter((s) => s !== 'delivered')).toEqual([])
+      expect([...posts.values()].every((n) => n === 1)).toBe(true)
+    } finally {
+      await sc.stop({ graceMs: 0 })
+      slow.closeAllConnections()
+      slow.close()
+    }
+  })
+})

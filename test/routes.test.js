@@ -68,6 +68,13 @@ describe('routes', () => {
       expect(scalar, route).toMatchObject({ status: 400, json: { error: { code: 'INVALID_JSON' } } })
     }
     expect(await sc.api.call('POST', '/v1/observations', good)).toMatchObject({ status: 202, json: { accepted: true } })
+    // A throughput that is no number (1 MB in 1e-303 s) is refused, before any metric is counted
+    // (it answered 500 after counting the transfer and its bytes).
+    const before = (await sc.api.call('GET', '/metrics')).text
+    const tiny = { type: 'transfer', via: 'php_curl', direction: 'upload', backend: 'http', mode: 'streamed', outcome: 'succeeded', bytes: 1000000, seconds: 1e-303 }
+    expect(await sc.api.call('POST', '/v1/observations', tiny)).toMatchObject({ status: 400, json: { error: { code: 'INVALID_REQUEST' } } })
+    const bytes = (text) => /^sidecar_transfer_bytes_total\{[^}]*via="php_curl"[^}]*\} (\d+)/m.exec(text)?.[1] ?? '0'
+    expect(bytes((await sc.api.call('GET', '/metrics')).text)).toBe(bytes(before))
     expect(await sc.api.call('POST', '/v1/observations', 'x'.repeat(70 * 1024))).toMatchObject({ status: 413, json: { error: { code: 'PAYLOAD_TOO_LARGE' } } })
   })
 })

@@ -42,5 +42,9 @@ export function parseObservation (body) {
     if (!ok) throw new InvalidRequestError(`${key} must be ${Array.isArray(rule) ? 'one of ' + rule.join(', ') : rule.replace('?', '')}`)
     out[key] = v
   }
+  // Its throughput must be a number: 1 MB in 1e-303 s is not one (and a metric refuses Infinity).
+  if (out.type === 'transfer' && out.bytes > 0 && !Number.isFinite(out.bytes / out.seconds)) {
+    throw new InvalidRequestError('seconds is too small for the bytes (no finite throughput)')
+  }
   return out
 }

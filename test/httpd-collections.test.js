@@ -53,7 +53,8 @@ describe('names that are collections, and locations that will not say what they 
       targets: {
         web: { type: 'http', url: httpd.uploadUrl, retry: { attempts: 3, baseDelayMs: 20, maxDelayMs: 50 } },
         direct: { type: 'http', url: httpd.uploadUrl, atomicPut: true, retry: { attempts: 3, baseDelayMs: 20, maxDelayMs: 50 } },
-        inbox: { type: 'http', url: httpd.uploadOnlyUrl, concurrency: 8, retry: { attempts: 3, baseDelayMs: 20, maxDelayMs: 50 } }
+        inbox: { type: 'http', url: httpd.uploadOnlyUrl, concurrency: 8, retry: { attempts: 3, baseDelayMs: 20, maxDelayMs: 50 } },
+        nopf: { type: 'http', url: httpd.noPropfindUrl, retry: { attempts: 3, baseDelayMs: 20, maxDelayMs: 50 } }
       }
     })
   })
@@ -78,6 +79,17 @@ describe('names that are collections, and locations that will not say what they 
     await httpd.chownToServer(path.join(httpd.davDir, 'replaced.txt'))
     expect(await run('web', '/replaced.txt')).toMatchObject({ state: 'succeeded' })
     expect(await stored('/replaced.txt')).toBe('payload\n')
+  })
+
+  // Without PROPFIND (nginx's own dav module), a file's first byte tells it is one.
+  it('on a server without PROPFIND, overwrite still replaces a file, and not a collection', async () => {
+    await fs.writeFile(path.join(httpd.davDir, 'nopf.txt'), 'old\n')
+    await httpd.chownToServer(path.join(httpd.davDir, 'nopf.txt'))
+    expect(await run('nopf', '/nopf.txt')).toMatchObject({ state: 'succeeded' })
+    expect(await stored('/nopf.txt')).toBe('payload\n')
+    await tree('nopf-dir')
+    expect(await run('nopf', '/nopf-dir')).toMatchObject({ state: 'failed', error: { code: 'REMOTE_REJECTED' } })
+    expect(await stored('/nopf-dir/sub/kept.txt')).toBe('precious\n')
   })
 
   it('a PUT onto a collection (409) fails at once, not retried as a collection gone', async () => {

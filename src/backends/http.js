@@ -85,6 +85,14 @@ export function createHttpBackend (target) {
     return remembered
   }
 
+  // Whether `remote` is a file: its first byte given as a range (206 with Content-Range), or a
+  // 416 with Content-Range (an empty file). A collection's listing, if any, ignores the range.
+  async function isFile (remote, signal) {
+    const res = await send(urlFor(remote), { headers: { range: 'bytes=0-0' }, signal })
+    await dropBody(res)
+    return (res.statusCode === 206 || res.statusCode === 416) && contentRangeSize(res.headers) !== null
+  }
+
   // Whether `remote` is a collection (a directory), asked with PROPFIND; null when the server
   // will not say.
   async function isCollection (remote, signal) {
@@ -223,15 +231,16 @@ export function createHttpBackend (target) {
 
     // With `overwrite`, the MOVE is sent with Overwrite: F first: mod_dav answers a MOVE with
     // Overwrite: T onto a collection by deleting the whole collection, tree and all. Only a name
-    // taken by something the server says is not a collection (PROPFIND) is then replaced; a
-    // collection, or a server that will not say, fails REMOTE_REJECTED and nothing is replaced.
+    // taken by something the server says is not a collection (PROPFIND; where PROPFIND is refused,
+    // as by nginx's own dav module, a file's first byte) is then replaced; a collection, or a
+    // server that will say neither, fails REMOTE_REJECTED and nothing is replaced.
     async publish (tmp, remote, { overwrite, size, signal } = {}) {
       let res = await move(tmp, remote, false, signal)
       if (res.statusCode === 412 && overwrite) {
         await drain(res.body)
-        const collection = await isCollection(remote, signal)
+        const collection = await isCollection(remote, signal) ?? (await isFile(remote, signal) ? false : null)
         if (collection !== false) {
-          throw new RemoteRejectedError(`${remote} ${collection ? 'is a collection (a directory)' : 'exists, and the server does not say whether it is a collection (PROPFIND refused)'}: not replaced`)
+          throw new RemoteRejectedError(`${remote} ${collection ? 'is a collection (a directory)' : 'exists, and the server says neither that it is a collection nor that it is a file (PROPFIND and a ranged GET refused)'}: not replaced`)
         }
         res = await move(tmp, remote, true, signal)
       }

@@ -7,6 +7,7 @@
 //   srv.readonlyUrl -> http://127.0.0.1:PORT/readonly/   (same files, Dav Off, GET/HEAD only -> 403 otherwise)
 //   srv.forbiddenUrl-> http://127.0.0.1:PORT/forbidden/  (Require all denied -> 403 for everything)
 //   srv.uploadOnlyUrl -> http://127.0.0.1:PORT/uploadonly/ (same files, Dav On, PUT MKCOL MOVE DELETE only: GET, HEAD, PROPFIND -> 403)
+//   srv.noPropfindUrl -> http://127.0.0.1:PORT/nopropfind/ (same files, Dav On, PROPFIND -> 403)
 //   srv.davDir      -> absolute path of the files on disk
 //   await srv.stop();
 //
@@ -141,6 +142,7 @@ function buildConfig ({ root, port, davDir, lockDir, ident, tls }) {
     `Alias /readonly/ ${quote(dav + '/')}`,
     `Alias /forbidden/ ${quote(dav + '/')}`,
     `Alias /uploadonly/ ${quote(dav + '/')}`,
+    `Alias /nopropfind/ ${quote(dav + '/')}`,
     '',
     '<Location /upload/>',
     '  Dav On',
@@ -164,6 +166,15 @@ function buildConfig ({ root, port, davDir, lockDir, ident, tls }) {
     '  Dav On',
     '  LimitRequestBody 0',
     '  <LimitExcept PUT DELETE MKCOL MOVE OPTIONS>',
+    '    Require all denied',
+    '  </LimitExcept>',
+    '</Location>',
+    '',
+    // A WebDAV server without PROPFIND, as nginx's own dav module is.
+    '<Location /nopropfind/>',
+    '  Dav On',
+    '  LimitRequestBody 0',
+    '  <LimitExcept GET HEAD PUT DELETE MKCOL MOVE OPTIONS>',
     '    Require all denied',
     '  </LimitExcept>',
     '</Location>',
@@ -351,6 +362,7 @@ export async function startHttpd ({ dir, tls } = {}) {
           readonlyUrl: `${url}/readonly/`,
           forbiddenUrl: `${url}/forbidden/`,
           uploadOnlyUrl: `${url}/uploadonly/`,
+          noPropfindUrl: `${url}/nopropfind/`,
           davDir,
           root,
           errorLog,

@@ -218,12 +218,8 @@ export class Scheduler {
   // is a new job of its own).
   async #resubmitted (spec, body) {
     const pending = this.persisting.get(spec.id)
-    if (pending) {
-      const written = await pending.then(() => true, () => false)
-      if (!written) {
-        if (!this.jobs.has(spec.id)) return this.submit(body)
-      }
-    }
+    const failed = pending && !await pending.then(() => true, () => false)
+    if (failed && !this.jobs.has(spec.id)) return this.submit(body)
     const existing = this.jobs.get(spec.id)
     if (!sameRequest(existing, spec)) throw new JobConflictError(`job ${spec.id} exists with a different request`)
     return { job: existing, created: false, state: existing.state }

@@ -55,6 +55,19 @@ async function seeded (over) {
   return stateDir
 }
 
+// A daemon started on a journal that holds the job `over` (its local file a.txt in a new root),
+// `check`ed, then stopped.
+async function recovered (over, check) {
+  const root = await tempDir('cb-root-')
+  await fs.writeFile(path.join(root, 'a.txt'), 'a\n')
+  const sc = await start({ stateDir: await seeded({ local: path.join(root, 'a.txt'), ...over }), root })
+  try {
+    await check(sc)
+  } finally {
+    await sc.stop({ graceMs: 0 })
+  }
+}
+
 async function journaled (stateDir, id) {
   const store = await openJobStore({ dir: path.join(stateDir, 'jobs') })
   try {
@@ -145,30 +158,18 @@ describe('records with odd fields at recovery', () => {
 
 describe('a retry due further away than node\'s longest timer', () => {
   it('waits for its time (node fires a longer timer after 1 ms)', async () => {
-    const root = await tempDir('cb-root-')
-    await fs.writeFile(path.join(root, 'a.txt'), 'a\n')
-    const stateDir = await seeded({ id: 'far-retry-1', local: path.join(root, 'a.txt'), state: 'queued', attempts: 1, nextAttemptAt: '2999-01-01T00:00:00.000Z' })
-    const sc = await start({ stateDir, root })
-    try {
+    await recovered({ id: 'far-retry-1', state: 'queued', attempts: 1, nextAttemptAt: '2999-01-01T00:00:00.000Z' }, async (sc) => {
       await new Promise((resolve) => setTimeout(resolve, 500))
       expect((await sc.api.job('far-retry-1')).json).toMatchObject({ state: 'queued', attempts: 1 })
-    } finally {
-      await sc.stop({ graceMs: 0 })
-    }
+    })
   })
 })
 
 describe('a job in a state this version does not know', () => {
   it('runs (it was accepted), rather than stay unfinished for ever', async () => {
-    const root = await tempDir('cb-root-')
-    await fs.writeFile(path.join(root, 'a.txt'), 'a\n')
-    const stateDir = await seeded({ id: 'odd-state-1', local: path.join(root, 'a.txt'), state: 'paused' })
-    const sc = await start({ stateDir, root })
-    try {
+    await recovered({ id: 'odd-state-1', state: 'paused' }, async (sc) => {
       await waitFor(async () => (await sc.api.job('odd-state-1')).json.state === 'succeeded', { timeoutMs: 10000 })
-    } finally {
-      await sc.stop({ graceMs: 0 })
-    }
+    })
   })
 })
 

@@ -134,14 +134,23 @@ describe('spool failures of the daemon', () => {
     await ingested([blocker]) // the next scan, once the daemon takes it
   })
 
-  // The blocker first in the listing, as a directory listing may well put it.
-  const blockerFirst = (blocker) => {
+  // `method` of fs fails with `code` for the blocker's spool file, which comes first in the listing
+  // (as a directory listing may well put it); returns what undoes both.
+  const blocking = (blocker, method, code) => {
+    const original = fs[method]
     const readdir = fs.readdir
+    fs[method] = async (p, ...rest) => {
+      if (String(p).endsWith(`${blocker}.json`)) throw Object.assign(new Error(`${code}: ${method} refused`), { code })
+      return original.call(fs, p, ...rest)
+    }
     fs.readdir = async (...args) => {
       const names = await readdir.apply(fs, args)
       return String(args[0]) === spool ? [...names.filter((n) => n.startsWith(blocker)), ...names.filter((n) => !n.startsWith(blocker))] : names
     }
-    return () => { fs.readdir = readdir }
+    return () => {
+      fs[method] = original
+      fs.readdir = readdir
+    }
   }
   const spoolCount = async (outcome) => Number(new RegExp(`^sidecar_spool_files_total\\{outcome="${outcome}"\\} (\\d+)`, 'm').exec((await sc.api.call('GET', '/metrics')).text)[1])
   const scanErrors = (name) => sc.logs.records().filter((l) => l.file === name && l.msg.startsWith('cannot move or remove'))
@@ -150,13 +159,7 @@ describe('spool failures of the daemon', () => {
     await fs.writeFile(path.join(root, 'spooled.txt'), 'spooled\n')
     const blocker = 'spool-badmove-0000'
     const others = ['spool-badmove-0001', 'spool-badmove-0002']
-    const rename = fs.rename
-    // What a directory left under its name in rejected/ makes of the move.
-    fs.rename = async (from, ...rest) => {
-      if (String(from).endsWith(`${blocker}.json`)) throw Object.assign(new Error('EISDIR: illegal operation on a directory, rename'), { code: 'EISDIR' })
-      return rename.call(fs, from, ...rest)
-    }
-    const restore = blockerFirst(blocker)
+    const restore = blocking(blocker, 'rename', 'EISDIR') // what a directory under its name in rejected/ makes of the move
     try {
       await fs.writeFile(path.join(spool, `${blocker}.json`), 'not json')
       for (const id of others) await spoolJob(spool, job(id))
@@ -166,7 +169,6 @@ describe('spool failures of the daemon', () => {
       expect(await exists(path.join(spool, `${blocker}.json`))).toBe(true)
       expect(scanErrors(`${blocker}.json`)).toHaveLength(1)
     } finally {
-      fs.rename = rename
       restore()
     }
     await waitFor(() => exists(path.join(rejected(), `${blocker}.json`)))
@@ -176,13 +178,7 @@ describe('spool failures of the daemon', () => {
     await fs.writeFile(path.join(root, 'spooled.txt'), 'spooled\n')
     const blocker = 'spool-noremove-0000'
     const others = ['spool-noremove-0001', 'spool-noremove-0002']
-    const unlink = fs.unlink
-    // What a spool the daemon may write but not remove from (a sticky directory, another owner) does.
-    fs.unlink = async (p, ...rest) => {
-      if (String(p).endsWith(`${blocker}.json`)) throw Object.assign(new Error('EPERM: operation not permitted, unlink'), { code: 'EPERM' })
-      return unlink.call(fs, p, ...rest)
-    }
-    const restore = blockerFirst(blocker)
+    const restore = blocking(blocker, 'unlink', 'EPERM') // a spool it may write but not remove from (sticky, another owner)
     const before = { ingested: await spoolCount('ingested'), duplicate: await spoolCount('duplicate') }
     try {
       for (const id of [blocker, ...others]) await spoolJob(spool, job(id))
@@ -191,7 +187,6 @@ describe('spool failures of the daemon', () => {
       expect(await exists(path.join(spool, `${blocker}.json`))).toBe(true)
       expect(scanErrors(`${blocker}.json`)).toHaveLength(1)
     } finally {
-      fs.unlink = unlink
       restore()
     }
     await waitFor(async () => !await exists(path.join(spool, `${blocker}.json`)))

@@ -173,7 +173,10 @@ export class Scheduler {
     this.pruneTimer.unref()
   }
 
-  async submit (body) {
+  // `recorded` is called once the job's record is on its way to the journal (or never, when the
+  // submission ends before): a caller with more submissions in hand may start the next one then,
+  // and their records share one synced write (http/lines.js, a connection's pipelined lines).
+  async submit (body, recorded) {
     if (this.stopping) throw new ShuttingDownError('the sidecar is shutting down; retry on another instance or later')
     const spec = parseJobRequest(body, this.config)
     // A known id first: its local file may be gone by now (an upload's copy removed once it
@@ -192,6 +195,7 @@ export class Scheduler {
     this.unfinished++
     const persisted = this.store.put(job)
     this.persisting.set(job.id, persisted)
+    recorded?.()
     try {
       await persisted
     } catch (err) {

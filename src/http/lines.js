@@ -6,7 +6,9 @@
 //   ← {"status":400,"error":{"code":"UNKNOWN_TARGET","message":"…"}}
 // With a token configured, the first line is {"token":"…"}, answered {"status":200}. Same checks,
 // errors and durability as POST /v1/jobs (scheduler.submit); what it leaves out is node's HTTP
-// server, 2.5–3× a bare socket's cost per exchange (bench/handoff-floor.js).
+// server, 2.5–3× a bare socket's cost per exchange (bench/handoff-floor.js). Pipelined lines are
+// checked and recorded one after another, in order, and wait for the disk together: in "fsync"
+// mode a batch of them shares one synced write instead of taking one each.
 import { InvalidJsonError, InvalidRequestError, PayloadTooLargeError, UnauthorizedError } from '../errors.js'
 import { MAX_BODY_BYTES, errorAnswer, logHandoff, tokenMatcher } from './respond.js'
 import { parseJson, strictUtf8 } from './submit.js'
@@ -33,11 +35,16 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
     let partial = [] // the pieces of a line whose newline has not arrived
     let partialBytes = 0
     let lineTimer = null
-    // Complete lines, or the error that ends the connection, to answer in turn: lines[next…].
-    // (An index, not shift(): one 64 KiB read can hold 20,000 lines of "{}".)
+    // The answers to come, in turn: lines[next…], each { bytes, reply } (a promise of the answer,
+    // for a complete line or the error that ends the connection). (An index, not shift(): one
+    // 64 KiB read can hold 20,000 lines of "{}".)
     let lines = []
     let next = 0
     let pendingBytes = 0 // of lines[next…]
+    let unstarted = [] // lines not handled yet: unstarted[firstUnstarted…], each { bytes, settle }
+    let firstUnstarted = 0
+    let handling = false // a line is handled and has not let the next one start yet
+    let refused = false // a line was refused with the connection's close: none after it is handled
     let busy = false
     let paused = false
     let ending = false
@@ -75,10 +82,10 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
         if (partialBytes + piece.length > MAX_BODY_BYTES) return refuse(tooLarge())
         pendingBytes += partialBytes + piece.length
         if (partialBytes === 0) {
-          lines.push(piece)
+          lines.push(begin(piece))
         } else {
           partial.push(piece)
-          lines.push(Buffer.concat(partial))
+          lines.push(begin(Buffer.concat(partial)))
           partial = []
           partialBytes = 0
           clearTimeout(lineTimer)
@@ -109,8 +116,41 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
     // reset the connection, and the client could lose the answers).
     function refuse (err) {
       stopReading()
-      lines.push(err)
+      lines.push({ bytes: 0, reply: Promise.resolve(failure(err)) })
       answer()
+    }
+
+    // A line is handled once the one before it has its record on its way to the journal, or its
+    // answer: their checks and records keep the lines' order, and their waits for the disk overlap.
+    // (A queue, not a chain of promises: V8 walks such a chain for every error's async stack.)
+    function begin (bytes) {
+      let settle
+      const reply = new Promise((resolve) => { settle = resolve })
+      unstarted.push({ bytes, settle })
+      if (!handling) startNext()
+      return { bytes: bytes.length, reply }
+    }
+
+    function startNext () {
+      if (firstUnstarted === unstarted.length) {
+        unstarted = []
+        firstUnstarted = 0
+        handling = false
+        return
+      }
+      handling = true
+      const { bytes, settle } = unstarted[firstUnstarted]
+      unstarted[firstUnstarted++] = null
+      let released = false
+      const release = () => {
+        if (released) return
+        released = true
+        queueMicrotask(startNext) // not inside scheduler.submit's own call of it
+      }
+      handle(bytes, release).then((reply) => {
+        settle(reply)
+        release()
+      })
     }
 
     function stopReading () {
@@ -136,8 +176,8 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
       busy = true
       while (next < lines.length) {
         const line = lines[next++]
-        if (!(line instanceof Error)) pendingBytes -= line.length
-        const reply = line instanceof Error ? failure(line) : await handle(line)
+        pendingBytes -= line.bytes
+        const reply = await line.reply
         // Lines received before the client went away are handled all the same, as an HTTP request
         // received whole is; only their answers are lost. A client that writes its token line and
         // its job and closes (the PHP client's send()) lost the job over a unix socket: the token's
@@ -169,7 +209,8 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
       }
     }
 
-    async function handle (bytes) {
+    async function handle (bytes, recorded) {
+      if (refused) return { text: '', close: true } // never written: the connection ends before it
       const started = process.hrtime.bigint()
       let status = 500
       let id // a refused line's own job id, named in its answer (see failure)
@@ -183,12 +224,13 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
           return { text: '{"status":200}\n' }
         }
         if (!authenticated) throw new UnauthorizedError('the daemon has a token: send {"token":"<token>"} as the first line')
-        const { job, created, state } = await scheduler.submit(body)
+        const { job, created, state } = await scheduler.submit(body, recorded)
         status = created ? 202 : 200
         return { text: JSON.stringify({ status, id: job.id, state }) + '\n' }
       } catch (err) {
         const reply = failure(err, id)
         status = reply.status
+        refused ||= reply.close
         return reply
       } finally {
         logHandoff(logger, { protocol: 'lines' }, status, started)

@@ -34,6 +34,12 @@ final class Client
     private const MAX_BODY_BYTES = 65536;
     /** The daemon closes a line-protocol connection idle this long (src/http/lines.js). */
     private const LINE_IDLE_SECONDS = 5;
+    /**
+     * handOffAll() writes at most this many job lines (and bytes of them) before it reads their
+     * answers: the daemon reads ahead 64 lines or 1 MiB, and answers that wait are a few KiB.
+     */
+    private const BATCH_LINES = 32;
+    private const BATCH_BYTES = 256 * 1024;
 
     private string $address;
     private string $transport;
@@ -182,6 +188,122 @@ final class Client
             throw new InvalidArgumentException(sprintf('direction: must be "upload" or "download", got %s', json_encode($direction)));
         }
         return $this->handOff($this->job($direction, $target, $local, $remote, $options), false);
+    }
+
+    /**
+     * Hands over many jobs in one call. Over the line protocol their lines go out together on one
+     * connection (up to 32 at a time) and the daemon checks and records them in order, then puts
+     * them on disk together: with `journal.sync` "fsync", one synced write for such a batch instead
+     * of one per job. Each job is otherwise handled as upload()/download() would handle it alone,
+     * spool included; what that call would have thrown for a job is returned in its place, so that
+     * one refused job does not hide the others' ids. (With protocol "http", one request per job.)
+     *
+     *     $results = $sidecar->handOffAll([
+     *         ['direction' => 'upload', 'target' => 'hdfs', 'local' => '/var/www/uploads/a.jpg', 'remote' => '/2026/a.jpg'],
+     *         ['direction' => 'upload', 'target' => 'hdfs', 'local' => '/var/www/uploads/b.jpg', 'remote' => '/2026/b.jpg', 'overwrite' => true],
+     *     ]);
+     *     foreach ($results as $i => $result) {
+     *         if ($result instanceof SidecarException) { ... } // refused, or neither taken nor spooled
+     *     }
+     *
+     * @param list<array{direction: 'upload'|'download', target: string, local: string, remote: string, id?: string, overwrite?: bool, sha256?: string, digest?: 'sha256'|'none', callback?: string}> $jobs
+     * @return list<string|SidecarException> per job, in order: its id, or the exception
+     * @throws InvalidArgumentException a job is not well formed (nothing was handed over)
+     */
+    public function handOffAll(array $jobs): array
+    {
+        $this->lastHandoffSeconds = null; // a batch is not one hand-off
+        $lines = [];
+        foreach (array_values($jobs) as $i => $spec) {
+            if (!is_array($spec)) {
+                throw new InvalidArgumentException(sprintf('jobs[%d]: must be an array', $i));
+            }
+            foreach (['direction', 'target', 'local', 'remote'] as $key) {
+                if (!is_string($spec[$key] ?? null)) {
+                    throw new InvalidArgumentException(sprintf('jobs[%d].%s: must be a string', $i, $key));
+                }
+            }
+            if ($spec['direction'] !== 'upload' && $spec['direction'] !== 'download') {
+                throw new InvalidArgumentException(sprintf('jobs[%d].direction: must be "upload" or "download", got %s', $i, json_encode($spec['direction'])));
+            }
+            $options = array_diff_key($spec, array_flip(['direction', 'target', 'local', 'remote']));
+            $job = $this->job($spec['direction'], $spec['target'], $spec['local'], $spec['remote'], $options);
+            $lines[] = [$job, self::encode($job)];
+        }
+        $results = [];
+        $window = [];
+        $windowBytes = 0;
+        foreach ($lines as [$job, $body]) {
+            if ($this->protocol !== 'lines' || strlen($body) > self::MAX_BODY_BYTES) {
+                $results[] = $this->handOffOne($job); // as upload() would: refused here, or one request
+                continue;
+            }
+            if ($window !== [] && (count($window) === self::BATCH_LINES || $windowBytes + strlen($body) > self::BATCH_BYTES)) {
+                array_push($results, ...$this->handOffLines($window));
+                $window = [];
+                $windowBytes = 0;
+            }
+            $window[] = [$job, $body];
+            $windowBytes += strlen($body) + 1;
+        }
+        if ($window !== []) {
+            array_push($results, ...$this->handOffLines($window));
+        }
+        return $results;
+    }
+
+    /**
+     * @param array<string, mixed> $job
+     * @return string|SidecarException
+     */
+    private function handOffOne(array $job): string|SidecarException
+    {
+        try {
+            return $this->handOff($job, true);
+        } catch (SidecarException $e) {
+            return $e;
+        } finally {
+            $this->lastHandoffSeconds = null;
+        }
+    }
+
+    /**
+     * One window of handOffAll(): its lines in one write, then their answers. A job left without an
+     * answer (the connection broke, or was out of step) is handed over again alone, under its id.
+     *
+     * @param list<array{0: array<string, mixed>, 1: string}> $window
+     * @return list<string|SidecarException>
+     */
+    private function handOffLines(array $window): array
+    {
+        try {
+            $answers = $this->lineExchanges(array_map(static fn (array $line): array => [$line[0]['id'], $line[1]], $window));
+        } catch (ConnectionException | UnavailableException $e) {
+            $answers = [];
+        }
+        $results = [];
+        foreach ($window as $i => [$job, $body]) {
+            $answer = $answers[$i] ?? ($answers !== [] && end($answers)['status'] === 401 ? end($answers) : null);
+            if ($answer === null) {
+                $results[] = $this->handOffOne($job);
+                continue;
+            }
+            if (self::tookJob($answer['status'], $answer, $job['id'])) {
+                $results[] = $job['id'];
+                continue;
+            }
+            $reason = $this->lineFailure($answer, $job['id']);
+            if ($reason instanceof RequestException || $this->spool === null) {
+                $results[] = $reason;
+                continue;
+            }
+            try {
+                $results[] = $this->spooled($job['id'], $body, $reason);
+            } catch (SpoolException $e) {
+                $results[] = $e;
+            }
+        }
+        return $results;
     }
 
     /**
@@ -432,12 +554,23 @@ final class Client
         if ($this->spool === null) {
             throw $reason;
         }
+        $this->spooled($id, $body, $reason);
+        return $this->handedOff($id, $started);
+    }
+
+    /**
+     * Writes a job the daemon could not take to the spool; returns its id.
+     *
+     * @throws SpoolException
+     */
+    private function spooled(string $id, string $body, SidecarException $reason): string
+    {
         try {
             $this->spool->write($id, $body);
         } catch (SpoolException $e) {
             throw new SpoolException(sprintf('the daemon could not take job %s (%s) and %s', $id, $reason->getMessage(), $e->getMessage()), 0, $reason);
         }
-        return $this->handedOff($id, $started);
+        return $id;
     }
 
     /**
@@ -521,16 +654,32 @@ final class Client
     }
 
     /**
-     * One job line and its answer line on the kept line-protocol connection (with the token line
-     * first on a new one, and on every use of a persistent one: it may have been opened by another
-     * client of the worker). A reused connection found dead before any answer byte is replaced
-     * once, as is a reused one whose answer names another job (the job's own id makes the resend
-     * safe).
+     * One job line and its answer line on the kept line-protocol connection.
      *
      * @return array{status: int, id?: mixed, state?: mixed, error?: mixed, retryAfter?: mixed}
      */
     private function lineExchange(string $body, string $id): array
     {
+        return $this->lineExchanges([[$id, $body]])[0]
+            ?? throw new ConnectionException('the daemon closed the connection without answering the job');
+    }
+
+    /**
+     * Job lines, written at once, and their answer lines, on the kept line-protocol connection
+     * (with the token line first on a new one, and on every use of a persistent one: it may have
+     * been opened by another client of the worker). A reused connection found dead before any
+     * answer byte is replaced once, as is a reused one whose first answer names another job (the
+     * jobs' own ids make the resend safe). Returns the answers in the lines' order: fewer than the
+     * lines when the daemon refused the token (401, then it closes) or the connection broke or went
+     * out of step after the first answer (it is dropped; the caller decides about the rest).
+     *
+     * @param non-empty-list<array{0: string, 1: string}> $lines [id, body] each
+     * @return list<array{status: int, id?: mixed, state?: mixed, error?: mixed, retryAfter?: mixed}>
+     * @throws ConnectionException|UnavailableException no answer could be read
+     */
+    private function lineExchanges(array $lines): array
+    {
+        $payload = implode('', array_map(static fn (array $line): string => $line[1] . "\n", $lines));
         for ($attempt = 1; ; $attempt++) {
             if ($this->lineConnection !== null && $this->lineConnection->isIdleExpired()) {
                 $this->dropLines();
@@ -538,41 +687,47 @@ final class Client
             $connection = $this->lineConnection ??= Connection::open($this->address, $this->connectTimeout, $this->persistent);
             $retryable = $attempt === 1 && $connection->isReused();
             $tokenLine = $connection->isReused() && !$this->persistent ? '' : $this->tokenLine;
-            if (!self::sent($connection, $tokenLine . $body . "\n", $retryable, fn () => $this->dropLines())) {
+            if (!self::sent($connection, $tokenLine . $payload, $retryable, fn () => $this->dropLines())) {
                 continue;
             }
+            $answers = [];
             try {
                 $connection->setReadTimeout($this->readTimeout);
-                $answer = self::answerLine($connection->readLine());
-                if ($tokenLine !== '' && $answer !== null && $answer['status'] === 200 && !isset($answer['id'])) {
-                    $answer = self::answerLine($connection->readLine()); // the token was taken: the job's answer follows
+                while (count($answers) < count($lines)) {
+                    $answer = self::answerLine($connection->readLine());
+                    if ($tokenLine !== '' && $answers === [] && $answer !== null && $answer['status'] === 200 && !isset($answer['id'])) {
+                        $tokenLine = ''; // the token was taken: the jobs' answers follow
+                        continue;
+                    }
+                    if ($answer === null || ($answer['id'] ?? null) !== $lines[count($answers)][0] && ($retryable || $answers !== [])) {
+                        // Closed, or out of step: an answer that does not name its job (the daemon
+                        // names it in every answer to a line that has an id, refusals included) may
+                        // be one an interrupted request left unread on a reused connection. Not
+                        // taken as ours. (On a new connection the first answer can be no other's:
+                        // there it is taken, or is a failure.)
+                        break;
+                    }
+                    $answers[] = $answer;
+                    if ($answer['status'] === 401) {
+                        break; // the daemon answers nothing more, and closes
+                    }
                 }
             } catch (\Throwable $e) {
                 $this->dropLines();
-                throw $e;
-            }
-            if ($answer === null) {
-                $this->dropLines();
-                if ($retryable) {
-                    continue;
+                if ($answers === []) {
+                    throw $e;
                 }
-                throw new ConnectionException('the daemon closed the connection without answering the job');
+                return $answers;
             }
-            if ($retryable && ($answer['id'] ?? null) !== $id) {
-                // A reused connection out of step: an answer that does not name this job (the
-                // daemon names it in every answer to a line that has an id, refusals included) may
-                // be one an interrupted request left unread there. Not taken as ours; the
-                // connection is replaced and the job sent again. (On a new connection no answer
-                // can be another's: there it is taken, or is a failure.)
-                $this->dropLines();
+            if (count($answers) === count($lines) && end($answers)['status'] !== 401) {
+                $connection->answeredLine(self::LINE_IDLE_SECONDS);
+                return $answers;
+            }
+            $this->dropLines();
+            if ($answers === [] && $retryable) {
                 continue;
             }
-            if ($answer['status'] === 401) {
-                $this->dropLines(); // the daemon closes it
-            } else {
-                $connection->answeredLine(self::LINE_IDLE_SECONDS);
-            }
-            return $answer;
+            return $answers;
         }
     }
 

@@ -1,6 +1,6 @@
 // Section 5: connection reuse. 1000 small files (4 KiB) uploaded to httpd by the sidecar (handed
-// over one by one from PHP, then waited for: pooled keep-alive connections, `concurrency` jobs at
-// once), and by php-curl with a new handle per file, one reused handle, and curl_multi with as many
+// over one by one from PHP, or all in one handOffAll() call, then waited for: pooled keep-alive
+// connections, `concurrency` jobs at once), and by php-curl with a new handle per file, one reused handle, and curl_multi with as many
 // transfers in flight as the sidecar runs (4). Every file is then compared on httpd's disk.
 // Once per journal mode (issue #18), each on a fresh daemon, the php-curl variants run beside it
 // again, so that every mode's ratio pairs figures measured minutes apart at most. Beside them
@@ -19,12 +19,14 @@ import { check } from './verify.js'
 import { distinct, median, pairedRatio, spread } from './stats.js'
 import { rotate } from './throughput.js'
 
-export const REUSE_VARIANTS = ['sidecar', 'php-new-handle', 'php-reused-handle', 'php-multi', 'node-put']
+export const REUSE_VARIANTS = ['sidecar', 'sidecar-batch', 'php-new-handle', 'php-reused-handle', 'php-multi', 'node-put']
+// The daemon's variants: one hand-off per file, or all in one Client::handOffAll().
+const isSidecar = (variant) => variant.startsWith('sidecar')
 const FILE_BYTES = 4096
 const PARALLEL = 4 // the sidecar's default per-target concurrency
 const NODE_PUT = fileURLToPath(new URL('../node-put.js', import.meta.url))
 
-export const estimateReuse = (opts) => opts.journalModes.length * (3 + opts.reuseRuns * (2 + opts.reuseFiles * (0.004 + 0.0015 + 0.001 + 0.001 + 0.0005 + 0.0015)))
+export const estimateReuse = (opts) => opts.journalModes.length * (3 + opts.reuseRuns * (2 + opts.reuseFiles * (0.004 + 0.003 + 0.0015 + 0.001 + 0.001 + 0.0005 + 0.0015)))
 
 async function makeFiles (dir, count) {
   await fs.mkdir(dir, { recursive: true })
@@ -73,16 +75,16 @@ async function reuseRuns ({ opts, progress, daemon, mode, http, files }) {
       const cpu0 = cpuSeconds(daemon.pid)
       // The daemon's GC pauses (its own nodejs_gc_duration_seconds), a figure far less noisy than
       // whole-CPU ones from run to run on a shared machine.
-      const gc0 = variant === 'sidecar' ? await daemon.metric('nodejs_gc_duration_seconds_sum') : 0
+      const gc0 = isSidecar(variant) ? await daemon.metric('nodejs_gc_duration_seconds_sum') : 0
       const r = variant === 'node-put'
         ? await runNodePut({ files, url: http.uploadUrl, remotePrefix: prefix, parallel: PARALLEL })
         : await runPhp('reuse.php', {
           variant, files, url: http.uploadUrl, remotePrefix: prefix, socket: daemon.socketPath, daemonPid: daemon.pid, protocol: opts.protocol, sidecarTarget: http.sidecarName, parallel: PARALLEL
         })
       // The sidecar's: until its jobs were done (reuse.php), and with the check of each job's end.
-      const daemonCpuS = variant === 'sidecar' ? r.daemonCpuS : 0
-      const checkedDaemonCpuS = variant === 'sidecar' ? cpuSeconds(daemon.pid) - cpu0 : 0
-      const daemonGcS = variant === 'sidecar' ? await daemon.metric('nodejs_gc_duration_seconds_sum') - gc0 : 0
+      const daemonCpuS = isSidecar(variant) ? r.daemonCpuS : 0
+      const checkedDaemonCpuS = isSidecar(variant) ? cpuSeconds(daemon.pid) - cpu0 : 0
+      const daemonGcS = isSidecar(variant) ? await daemon.metric('nodejs_gc_duration_seconds_sum') - gc0 : 0
       check(r.failed === 0, `${variant}: ${r.failed} uploads failed: ${r.firstErrors.join('; ')}`)
       for (let i = 0; i < files.length; i++) {
         const [copy, original] = await Promise.all([fs.readFile(http.localPath(remoteName(prefix, i))), fs.readFile(files[i])])
@@ -101,7 +103,7 @@ async function reuseRuns ({ opts, progress, daemon, mode, http, files }) {
         daemonCpuS,
         cpuMsPerFile: (r.cpuS + daemonCpuS) * 1000 / files.length,
         // Up to Client::wait() on every job in turn (the only figures before this run's change).
-        ...(variant === 'sidecar' && { checkedSeconds: r.checkedSeconds, checkedDaemonCpuS, daemonGcMsPerFile: daemonGcS * 1000 / files.length }),
+        ...(isSidecar(variant) && { checkedSeconds: r.checkedSeconds, checkedDaemonCpuS, daemonGcMsPerFile: daemonGcS * 1000 / files.length }),
         phpPeakRssMiB: r.peakRssKiB / 1024,
         verified: 'every file byte for byte on httpd'
       }

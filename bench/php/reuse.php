@@ -8,6 +8,8 @@ declare(strict_types=1);
 //                      The clock stops when the daemon (which runs only these jobs) has none left
 //                      unfinished; each job's own end is checked after that, and timed apart
 //                      ("checkedSeconds": up to Client::wait() on every job in turn)
+//   sidecar-batch      the same, all files handed over in one Client::handOffAll() call (their
+//                      lines pipelined, 32 at a time), as curl_multi is php-curl's batch
 //   php-new-handle     curl_init/curl_close per file: a new connection per file
 //   php-reused-handle  one handle for all files: keep-alive, one at a time
 //   php-multi          curl_multi with `parallel` transfers in flight, connections reused
@@ -51,13 +53,26 @@ $done = null; // the sidecar's figures when its jobs were done (before they are 
 $started = hrtime(true);
 switch ($a['variant']) {
     case 'sidecar':
+    case 'sidecar-batch':
         $client = new Client(['socket' => $a['socket'], 'protocol' => $a['protocol'], 'read_timeout' => 60.0]);
         $ids = [];
-        foreach ($files as $i => $file) {
-            try {
-                $ids[$i] = $client->upload($a['sidecarTarget'], $file, sprintf('/%s-%05d.bin', $a['remotePrefix'], $i), ['overwrite' => true]);
-            } catch (SidecarException $e) {
-                $errors[] = sprintf('file %d: %s', $i, $e->getMessage());
+        $remote = static fn (int $i): string => sprintf('/%s-%05d.bin', $a['remotePrefix'], $i);
+        if ($a['variant'] === 'sidecar-batch') {
+            $jobs = array_map(static fn (int $i, string $file): array => ['direction' => 'upload', 'target' => $a['sidecarTarget'], 'local' => $file, 'remote' => $remote($i), 'overwrite' => true], array_keys($files), $files);
+            foreach ($client->handOffAll($jobs) as $i => $result) {
+                if ($result instanceof SidecarException) {
+                    $errors[] = sprintf('file %d: %s', $i, $result->getMessage());
+                } else {
+                    $ids[$i] = $result;
+                }
+            }
+        } else {
+            foreach ($files as $i => $file) {
+                try {
+                    $ids[$i] = $client->upload($a['sidecarTarget'], $file, $remote($i), ['overwrite' => true]);
+                } catch (SidecarException $e) {
+                    $errors[] = sprintf('file %d: %s', $i, $e->getMessage());
+                }
             }
         }
         // Done: the last job waited for, then /healthz until nothing is left unfinished.

@@ -195,8 +195,10 @@ final class Client
      * connection (up to 32 at a time) and the daemon checks and records them in order, then puts
      * them on disk together: with `journal.sync` "fsync", one synced write for such a batch instead
      * of one per job. Each job is otherwise handled as upload()/download() would handle it alone,
-     * spool included; what that call would have thrown for a job is returned in its place, so that
-     * one refused job does not hide the others' ids. (With protocol "http", one request per job.)
+     * spool included; what that call would have thrown for a job is returned in its place (under
+     * the job's key, in its order), so that one refused job does not hide the others' ids. A
+     * daemon that does not answer costs one read_timeout per window, not one per job. (With
+     * protocol "http", one request per job.)
      *
      *     $results = $sidecar->handOffAll([
      *         ['direction' => 'upload', 'target' => 'hdfs', 'local' => '/var/www/uploads/a.jpg', 'remote' => '/2026/a.jpg'],
@@ -206,48 +208,53 @@ final class Client
      *         if ($result instanceof SidecarException) { ... } // refused, or neither taken nor spooled
      *     }
      *
-     * @param list<array{direction: 'upload'|'download', target: string, local: string, remote: string, id?: string, overwrite?: bool, sha256?: string, digest?: 'sha256'|'none', callback?: string}> $jobs
-     * @return list<string|SidecarException> per job, in order: its id, or the exception
+     * @param array<array-key, array{direction: 'upload'|'download', target: string, local: string, remote: string, id?: string, overwrite?: bool, sha256?: string, digest?: 'sha256'|'none', callback?: string}> $jobs
+     * @return array<array-key, string|SidecarException> per job, under its key and in its order: its id, or the exception
      * @throws InvalidArgumentException a job is not well formed (nothing was handed over)
      */
     public function handOffAll(array $jobs): array
     {
         $this->lastHandoffSeconds = null; // a batch is not one hand-off
         $lines = [];
-        foreach (array_values($jobs) as $i => $spec) {
+        foreach ($jobs as $key => $spec) {
             if (!is_array($spec)) {
-                throw new InvalidArgumentException(sprintf('jobs[%d]: must be an array', $i));
+                throw new InvalidArgumentException(sprintf('jobs[%s]: must be an array', $key));
             }
-            foreach (['direction', 'target', 'local', 'remote'] as $key) {
-                if (!is_string($spec[$key] ?? null)) {
-                    throw new InvalidArgumentException(sprintf('jobs[%d].%s: must be a string', $i, $key));
+            foreach (['direction', 'target', 'local', 'remote'] as $field) {
+                if (!is_string($spec[$field] ?? null)) {
+                    throw new InvalidArgumentException(sprintf('jobs[%s].%s: must be a string', $key, $field));
                 }
             }
             if ($spec['direction'] !== 'upload' && $spec['direction'] !== 'download') {
-                throw new InvalidArgumentException(sprintf('jobs[%d].direction: must be "upload" or "download", got %s', $i, json_encode($spec['direction'])));
+                throw new InvalidArgumentException(sprintf('jobs[%s].direction: must be "upload" or "download", got %s', $key, json_encode($spec['direction'])));
             }
             $options = array_diff_key($spec, array_flip(['direction', 'target', 'local', 'remote']));
             $job = $this->job($spec['direction'], $spec['target'], $spec['local'], $spec['remote'], $options);
-            $lines[] = [$job, self::encode($job)];
+            $lines[$key] = [$job, self::encode($job)];
         }
         $results = [];
-        $window = [];
+        $window = []; // the lines to write together, by the jobs' keys
         $windowBytes = 0;
-        foreach ($lines as [$job, $body]) {
-            if ($this->protocol !== 'lines' || strlen($body) > self::MAX_BODY_BYTES) {
-                $results[] = $this->handOffOne($job); // as upload() would: refused here, or one request
+        $flush = function () use (&$results, &$window, &$windowBytes): void {
+            $results += $this->handOffLines($window);
+            $window = [];
+            $windowBytes = 0;
+        };
+        foreach ($lines as $key => [$job, $body]) {
+            // Alone: with protocol "http", or refused here as upload() refuses it (over 64 KiB).
+            $alone = $this->protocol !== 'lines' || strlen($body) > self::MAX_BODY_BYTES;
+            if ($window !== [] && ($alone || count($window) === self::BATCH_LINES || $windowBytes + strlen($body) > self::BATCH_BYTES)) {
+                $flush(); // first: the results keep the jobs' order
+            }
+            if ($alone) {
+                $results[$key] = $this->handOffOne($job);
                 continue;
             }
-            if ($window !== [] && (count($window) === self::BATCH_LINES || $windowBytes + strlen($body) > self::BATCH_BYTES)) {
-                array_push($results, ...$this->handOffLines($window));
-                $window = [];
-                $windowBytes = 0;
-            }
-            $window[] = [$job, $body];
+            $window[$key] = [$job, $body];
             $windowBytes += strlen($body) + 1;
         }
         if ($window !== []) {
-            array_push($results, ...$this->handOffLines($window));
+            $flush();
         }
         return $results;
     }
@@ -268,42 +275,51 @@ final class Client
     }
 
     /**
-     * One window of handOffAll(): its lines in one write, then their answers. A job left without an
-     * answer (the connection broke, or was out of step) is handed over again alone, under its id.
+     * One window of handOffAll(): its lines in one write, then their answers. When no answer comes
+     * (the daemon cannot be reached, or does not answer within read_timeout), every job of the
+     * window fares as upload() would have: spooled, or the exception. When the connection breaks
+     * after some answers, the jobs left are sent again together, under their ids.
      *
-     * @param list<array{0: array<string, mixed>, 1: string}> $window
-     * @return list<string|SidecarException>
+     * @param array<array-key, array{0: array<string, mixed>, 1: string}> $window
+     * @return array<array-key, string|SidecarException> by the window's keys, in its order
      */
     private function handOffLines(array $window): array
     {
         try {
-            $answers = $this->lineExchanges(array_map(static fn (array $line): array => [$line[0]['id'], $line[1]], $window));
+            $answers = $this->lineExchanges(array_map(static fn (array $line): array => [$line[0]['id'], $line[1]], array_values($window)));
         } catch (ConnectionException | UnavailableException $e) {
-            $answers = [];
+            return array_map(fn (array $line): string|SidecarException => $this->notTaken($line[0]['id'], $line[1], $e), $window);
         }
+        $refused = $answers !== [] && end($answers)['status'] === 401 ? end($answers) : null; // the lines after it are not answered
         $results = [];
-        foreach ($window as $i => [$job, $body]) {
-            $answer = $answers[$i] ?? ($answers !== [] && end($answers)['status'] === 401 ? end($answers) : null);
+        $n = 0;
+        foreach ($window as $key => [$job, $body]) {
+            $answer = $answers[$n] ?? $refused;
             if ($answer === null) {
-                $results[] = $this->handOffOne($job);
-                continue;
+                return $results + $this->handOffLines(array_slice($window, $n, null, true));
             }
+            $n++;
             if (self::tookJob($answer['status'], $answer, $job['id'])) {
-                $results[] = $job['id'];
+                $results[$key] = $job['id'];
                 continue;
             }
             $reason = $this->lineFailure($answer, $job['id']);
-            if ($reason instanceof RequestException || $this->spool === null) {
-                $results[] = $reason;
-                continue;
-            }
-            try {
-                $results[] = $this->spooled($job['id'], $body, $reason);
-            } catch (SpoolException $e) {
-                $results[] = $e;
-            }
+            $results[$key] = $reason instanceof RequestException ? $reason : $this->notTaken($job['id'], $body, $reason);
         }
         return $results;
+    }
+
+    /** A job the daemon could not take: spooled (its id), or why not. */
+    private function notTaken(string $id, string $body, SidecarException $reason): string|SidecarException
+    {
+        if ($this->spool === null) {
+            return $reason;
+        }
+        try {
+            return $this->spooled($id, $body, $reason);
+        } catch (SpoolException $e) {
+            return $e;
+        }
     }
 
     /**

@@ -70,6 +70,28 @@ final class BatchTest extends IntegrationTestCase
         self::assertSame(['batch-own-' . self::$run], $again);
     }
 
+    /** A job handed over alone (its JSON over the daemon's 64 KiB) keeps its place among the others. */
+    public function testTheResultsKeepTheJobsKeysAndOrder(): void
+    {
+        $client = self::unixClient();
+        [$src, $sha] = self::makeFile('batch-keys.bin', 321);
+        $job = fn (string $name, string $local = '') => ['direction' => 'upload', 'target' => 'local', 'local' => $local === '' ? $src : $local, 'remote' => sprintf('/php/%s/keys/%s', self::$run, $name)];
+        $results = $client->handOffAll([
+            'avatar' => $job('avatar.bin'),
+            'huge' => $job('huge.bin', static::$dir . '/' . str_repeat('x', 200) . str_repeat('/y', 35000)),
+            7 => $job('seven.bin'),
+            'cover' => $job('cover.bin'),
+        ]);
+        self::assertSame(['avatar', 'huge', 7, 'cover'], array_keys($results));
+        self::assertInstanceOf(RequestException::class, $results['huge']);
+        self::assertSame([413, 'PAYLOAD_TOO_LARGE'], [$results['huge']->getStatus(), $results['huge']->getErrorCode()]);
+        foreach (['avatar' => 'avatar.bin', 7 => 'seven.bin', 'cover' => 'cover.bin'] as $key => $name) {
+            self::assertIsString($results[$key]);
+            $job = self::assertSucceeds($client, $results[$key]);
+            self::assertSame([$sha, sprintf('/php/%s/keys/%s', self::$run, $name)], [$job['sha256'], $job['remote']]);
+        }
+    }
+
     public function testADaemonThatCannotBeReachedSpoolsEveryJobOrReturnsWhy(): void
     {
         [$src] = self::makeFile('batch-dead.bin', 10);

@@ -242,6 +242,27 @@ final class ClientProtocolTest extends TestCase
         self::assertSame([$id . '.json'], $this->spooled());
     }
 
+    /** handOffAll(): a daemon that does not answer costs one read_timeout for the window, not one per job. */
+    public function testABatchTheDaemonDoesNotAnswerIsSpooledAfterOneReadTimeout(): void
+    {
+        $stub = new StubServer([[['silent' => 3.0]]]);
+        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool, 'read_timeout' => 0.3]);
+        $jobs = array_map(static fn (int $i): array => ['direction' => 'upload', 'target' => 'hdfs', 'local' => "/srv/$i", 'remote' => "/$i"], range(1, 6));
+        $started = hrtime(true);
+        $ids = $client->handOffAll($jobs);
+        $seconds = (hrtime(true) - $started) / 1e9;
+        $client->close();
+        $stub->finish();
+        self::assertContainsOnly('string', $ids);
+        $expected = array_map(static fn (string $id): string => "$id.json", $ids);
+        $spooled = $this->spooled();
+        sort($expected);
+        sort($spooled);
+        self::assertSame($expected, $spooled);
+        // Each job alone would wait for its own read_timeout again: 7 × 0.3 s.
+        self::assertLessThan(1.2, $seconds);
+    }
+
     public function testAStallInsideABodyTimesOutAfterReadTimeout(): void
     {
         // The head and 6 of 100 body bytes, then silence: the read that got the 6 bytes already

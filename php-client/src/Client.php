@@ -286,7 +286,8 @@ final class Client
     private function handOffLines(array $window): array
     {
         try {
-            $answers = $this->lineExchanges(array_map(static fn (array $line): array => [$line[0]['id'], $line[1]], array_values($window)));
+            $answers = $this->lineExchanges(array_map(static fn (array $line): array => [$line[0]['id'], $line[1]], array_values($window)))
+                ?: throw new ConnectionException('the daemon closed the connection without answering the jobs');
         } catch (ConnectionException | UnavailableException $e) {
             return array_map(fn (array $line): string|SidecarException => $this->notTaken($line[0]['id'], $line[1], $e), $window);
         }

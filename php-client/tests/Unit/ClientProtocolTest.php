@@ -263,6 +263,26 @@ final class ClientProtocolTest extends TestCase
         self::assertLessThan(1.2, $seconds);
     }
 
+    /** handOffAll(): a new connection closed before any answer is not tried again (it was, without end). */
+    public function testABatchWhoseNewConnectionClosesUnansweredIsSpooled(): void
+    {
+        $stub = new StubServer([[['close' => true]], [['close' => true]]]);
+        $client = new Client(['socket' => $stub->socket, 'spool' => $this->spool]);
+        $jobs = array_map(static fn (int $i): array => ['direction' => 'upload', 'target' => 'hdfs', 'local' => "/srv/$i", 'remote' => "/$i"], range(1, 3));
+        $ids = $client->handOffAll($jobs);
+        $single = $client->upload('hdfs', '/srv/single', '/single'); // the stub's second connection
+        $client->close();
+        $requests = $stub->finish();
+        self::assertContainsOnly('string', $ids);
+        self::assertSame([0, 1], array_column($requests, 'conn'));
+        self::assertSame(['/1', '/single'], array_map(static fn (array $r): string => json_decode($r['body'], true)['remote'], $requests));
+        $expected = array_map(static fn (string $id): string => "$id.json", [...$ids, $single]);
+        $spooled = $this->spooled();
+        sort($expected);
+        sort($spooled);
+        self::assertSame($expected, $spooled);
+    }
+
     public function testAStallInsideABodyTimesOutAfterReadTimeout(): void
     {
         // The head and 6 of 100 body bytes, then silence: the read that got the 6 bytes already

@@ -185,6 +185,12 @@ export class Scheduler {
     if (spec.direction === 'upload') await resolveSource(spec.local, this.config.roots)
     else await resolveDestination(spec.local, this.config.roots)
 
+    // A full queue may count jobs whose first record is still being written: a write that fails
+    // gives its place back, so they are waited for (as a client that waited for their answers
+    // would have) before this one is refused.
+    while (this.unfinished >= this.config.queue.limit && this.persisting.size) {
+      await Promise.allSettled(this.persisting.values())
+    }
     // Again: the same id may have been submitted while the paths were being checked.
     if (spec.id && this.jobs.has(spec.id)) return this.#resubmitted(spec, body)
     if (this.unfinished >= this.config.queue.limit) {

@@ -98,6 +98,24 @@ describe('pipelined lines', () => {
     c.socket.end()
   })
 
+  it('are handled at most 64 ahead of the answers written, however many one read holds', async () => {
+    const scheduler = scriptedScheduler()
+    const c = await serve(scheduler)
+    c.write(Array.from({ length: 200 }, (_, i) => job(`n${i}`)))
+    await until(() => scheduler.calls.length === 64)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(scheduler.calls.length).toBe(64)
+    for (const call of scheduler.calls.slice(0, 10)) call.persist()
+    await until(() => scheduler.calls.length === 74)
+    const persisted = new Set()
+    await until(() => {
+      for (const call of scheduler.calls) if (!persisted.has(call)) call.persist(persisted.add(call))
+      return c.answers.length === 200
+    })
+    expect(c.answers.map((a) => a.id)).toEqual(Array.from({ length: 200 }, (_, i) => `id-/n${i}`))
+    c.socket.end()
+  })
+
   it('after a line refused with 401, submits none of the lines sent behind it, not even after a good token', async () => {
     const scheduler = scriptedScheduler()
     const c = await serve(scheduler, { token: 'good-token' })

@@ -184,6 +184,45 @@ describe('scheduler races', () => {
     await scheduler.waitForEnd(a.id, 1000)
   })
 
+  it('at the queue limit, a submission waits for a first record still being written: one that fails gives its place back', async () => {
+    const config = validateConfig({ stateDir, roots: [root], logLevel: 'silent', queue: { limit: 2 }, targets: { t: { type: 'file', dir: await tempDir('sched-store-'), concurrency: 1 } } })
+    const logger = { info () {}, warn () {}, error () {}, debug () {} }
+    const metrics = { jobAccepted () {}, transferDone () {}, retry () {}, jobFinished () {} }
+    const limited = new Scheduler({ config, store, backends: { t: {} }, metrics, logger })
+    await limited.recover()
+    const spec = (id) => ({ id, direction: 'download', target: 't', local: path.join(root, id), remote: `/${id}` })
+    await limited.submit(spec('first-0001')) // not started: unfinished 1 of 2
+    const put = store.put
+    const gates = []
+    store.put = function (record, opts) {
+      if (record.id.startsWith('gated') && record.state === 'queued') return new Promise((resolve, reject) => gates.push({ resolve: () => put.call(this, record, opts).then(resolve, reject), reject }))
+      return put.call(this, record, opts)
+    }
+    try {
+      // Its write fails: the submission after it, made while it was pending, is taken (it was QUEUE_FULL).
+      let recorded = false
+      const failing = limited.submit(spec('gated-fail-1'), () => { recorded = true })
+      while (!gates.length) await tick()
+      expect(recorded).toBe(true)
+      const next = limited.submit(spec('next-0001'))
+      for (let i = 0; i < 5; i++) await tick()
+      gates[0].reject(Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' }))
+      await expect(failing).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' })
+      expect((await next).created).toBe(true)
+      // Its write succeeds: the one after it is refused once it is on disk.
+      await limited.cancel('next-0001')
+      const succeeding = limited.submit(spec('gated-ok-01'))
+      while (gates.length < 2) await tick()
+      const refused = limited.submit(spec('refused-001'))
+      for (let i = 0; i < 5; i++) await tick()
+      gates[1].resolve()
+      expect((await succeeding).created).toBe(true)
+      await expect(refused).rejects.toMatchObject({ code: 'QUEUE_FULL' })
+    } finally {
+      store.put = put
+    }
+  })
+
   it('a retryable failure during the shutdown grace leaves the job queued for the next start, not failed', async () => {
     const a = await submit('a')
     await started(1)

@@ -41,10 +41,12 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
     let lines = []
     let next = 0
     let pendingBytes = 0 // of lines[next…]
-    let unstarted = [] // lines not handled yet: unstarted[firstUnstarted…], each { bytes, settle }
+    let unstarted = [] // lines not handled yet: unstarted[firstUnstarted…], as begin() made them
     let firstUnstarted = 0
     let handling = false // a line is handled and has not let the next one start yet
+    let ahead = 0 // lines started whose answers the answer loop has not taken (≤ READ_AHEAD)
     let refused = false // a line was refused with the connection's close: none after it is handled
+    let corked = false
     let busy = false
     let paused = false
     let ending = false
@@ -122,34 +124,38 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
 
     // A line is handled once the one before it has its record on its way to the journal, or its
     // answer: their checks and records keep the lines' order, and their waits for the disk overlap.
+    // At most READ_AHEAD lines are handled ahead of the answers written, whatever one read held.
     // (A queue, not a chain of promises: V8 walks such a chain for every error's async stack.)
-    function begin (bytes) {
-      let settle
-      const reply = new Promise((resolve) => { settle = resolve })
-      unstarted.push({ bytes, settle })
+    function begin (piece) {
+      const line = { bytes: piece.length, piece, reply: null, settle: null, counted: true }
+      line.reply = new Promise((resolve) => { line.settle = resolve })
+      unstarted.push(line)
       if (!handling) startNext()
-      return { bytes: bytes.length, reply }
+      return line
     }
 
     function startNext () {
       if (firstUnstarted === unstarted.length) {
         unstarted = []
         firstUnstarted = 0
-        handling = false
+      }
+      if (firstUnstarted === unstarted.length || ahead >= READ_AHEAD) {
+        handling = false // until begin() or the answer loop calls again
         return
       }
       handling = true
-      const { bytes, settle } = unstarted[firstUnstarted]
+      ahead++
+      const line = unstarted[firstUnstarted]
       unstarted[firstUnstarted++] = null
       let released = false
-      const release = () => {
-        if (released) return
+      const recorded = () => {
         released = true
         queueMicrotask(startNext) // not inside scheduler.submit's own call of it
       }
-      handle(bytes, release).then((reply) => {
-        settle(reply)
-        release()
+      handle(line.piece, recorded).then((reply) => {
+        line.piece = null
+        line.settle(reply)
+        if (!released) startNext()
       })
     }
 
@@ -178,6 +184,10 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
         const line = lines[next++]
         pendingBytes -= line.bytes
         const reply = await line.reply
+        if (line.counted) {
+          ahead--
+          if (!handling) startNext()
+        }
         // Lines received before the client went away are handled all the same, as an HTTP request
         // received whole is; only their answers are lost. A client that writes its token line and
         // its job and closes (the PHP client's send()) lost the job over a unix socket: the token's
@@ -188,7 +198,7 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
         }
         // A client that sends and does not read: its answers wait in the kernel, not here, and
         // nothing more is read from it until it reads them; one that has not for idleMs is cut.
-        if (!socket.write(reply.text)) {
+        if (!write(reply.text)) {
           if (!paused) pause()
           await drained(socket, idleMs)
         }
@@ -207,6 +217,22 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
         socket.resume()
         if (partialBytes > 0) lineTimer ??= setTimeout(lineTooSlow, lineMs)
       }
+    }
+
+    // The answers written in one turn of the event loop go out together (corked until the next
+    // turn): the lines of a batch, on disk together, are answered in one write(2).
+    function write (text) {
+      if (!corked) {
+        corked = true
+        socket.cork()
+        setImmediate(uncork)
+      }
+      return socket.write(text)
+    }
+
+    function uncork () {
+      corked = false
+      socket.uncork()
     }
 
     async function handle (bytes, recorded) {

@@ -219,13 +219,13 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
       }
     }
 
-    // The answers written in one turn of the event loop go out together (corked until the next
-    // turn): the lines of a batch, on disk together, are answered in one write(2).
+    // The answers written in one go (one callback and the promises it settles) are corked until
+    // its end: the lines of a batch, on disk together, are answered in one write(2).
     function write (text) {
       if (!corked) {
         corked = true
         socket.cork()
-        setImmediate(uncork)
+        process.nextTick(uncork)
       }
       return socket.write(text)
     }

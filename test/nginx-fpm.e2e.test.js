@@ -108,6 +108,29 @@ describe('examples on nginx + php-fpm with the README nginx location', () => {
     }
   })
 
+  it('upload.php takes several files in "files[]", hands them over in one call, and each job succeeds', async () => {
+    const web = await startWeb(readmeLocation())
+    try {
+      const contents = [randomBytes(1000), randomBytes(70 * 1024 + 3), randomBytes(5)]
+      const form = new FormData()
+      contents.forEach((bytes, i) => form.append('files[]', new Blob([bytes]), `part ${i}.bin`))
+      const up = await fetch(`${web.url}/upload.php`, { method: 'POST', body: form })
+      const text = await up.text()
+      expect(up.status, text).toBe(202)
+      const { jobs } = JSON.parse(text)
+      expect(jobs.map((j) => j.name)).toEqual(['part_0.bin', 'part_1.bin', 'part_2.bin'])
+      for (const [i, j] of jobs.entries()) {
+        expect(j.status_url).toBe(`status.php?id=${encodeURIComponent(j.id)}`)
+        const job = await sidecar.scheduler.waitForEnd(j.id, 30_000)
+        expect(job.state, JSON.stringify(job)).toBe('succeeded')
+        expect(job.remote).toMatch(new RegExp(`^/uploads/\\d{4}-\\d\\d-\\d\\d/[0-9a-f]{16}-part_${i}\\.bin$`))
+        expect(Buffer.compare(await fs.readFile(path.join(store, job.remote)), contents[i])).toBe(0)
+      }
+    } finally {
+      await web.stop()
+    }
+  })
+
   it('index.php links the upload form, the status page and the download page', async () => {
     const web = await startWeb(readmeLocation())
     try {
@@ -126,6 +149,11 @@ describe('examples on nginx + php-fpm with the README nginx location', () => {
       const res = await fetch(`${web.url}/upload.php`, { method: 'POST', body: form })
       expect(res.status).toBe(500)
       expect(await res.json()).toMatchObject({ code: 'UNKNOWN_TARGET' })
+      const several = new FormData()
+      for (const name of ['a.bin', 'b.bin']) several.append('files[]', new Blob([Buffer.from(name)]), name)
+      const refused = await fetch(`${web.url}/upload.php`, { method: 'POST', body: several })
+      expect(refused.status).toBe(500)
+      expect((await refused.json()).jobs).toEqual([{ name: 'a.bin', code: 'UNKNOWN_TARGET' }, { name: 'b.bin', code: 'UNKNOWN_TARGET' }])
       const logged = await waitFor(async () => (await web.logs('fpm/php-error.log').catch(() => '')).includes('UNKNOWN_TARGET') && web.logs('fpm/php-error.log'))
       expect(logged).toContain('no target named "hdfs" (configured: "local")')
     } finally {

@@ -35,14 +35,15 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
     let partial = [] // the pieces of a line whose newline has not arrived
     let partialBytes = 0
     let lineTimer = null
-    // The answers to come, in turn: lines[next…], each { bytes, reply } (a promise of the answer,
-    // for a complete line or the error that ends the connection). (An index, not shift(): one
-    // 64 KiB read can hold 20,000 lines of "{}".)
+    // Complete lines, or the error that ends the connection, to answer in turn: lines[next…]; the
+    // lines from lines[toStart] on are not handled yet. (Indexes, not shift(): one 64 KiB read can
+    // hold 20,000 lines of "{}".) The answers to come of the lines between, by index, as
+    // { promise, settle }, made when one side needs it.
     let lines = []
     let next = 0
+    let toStart = 0
+    const replies = new Map()
     let pendingBytes = 0 // of lines[next…]
-    let unstarted = [] // lines not handled yet: unstarted[firstUnstarted…], as begin() made them
-    let firstUnstarted = 0
     let handling = false // a line is handled and has not let the next one start yet
     let ahead = 0 // lines started whose answers the answer loop has not taken (≤ READ_AHEAD)
     let refused = false // a line was refused with the connection's close: none after it is handled
@@ -84,10 +85,10 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
         if (partialBytes + piece.length > MAX_BODY_BYTES) return refuse(tooLarge())
         pendingBytes += partialBytes + piece.length
         if (partialBytes === 0) {
-          lines.push(begin(piece))
+          lines.push(piece)
         } else {
           partial.push(piece)
-          lines.push(begin(Buffer.concat(partial)))
+          lines.push(Buffer.concat(partial))
           partial = []
           partialBytes = 0
           clearTimeout(lineTimer)
@@ -101,6 +102,7 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
         if (!paused) lineTimer ??= setTimeout(lineTooSlow, lineMs)
       }
       if ((lines.length - next >= READ_AHEAD || pendingBytes >= READ_AHEAD_BYTES) && !paused) pause()
+      if (!handling) startNext()
       answer()
     }
 
@@ -118,7 +120,7 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
     // reset the connection, and the client could lose the answers).
     function refuse (err) {
       stopReading()
-      lines.push({ bytes: 0, reply: Promise.resolve(failure(err)) })
+      lines.push(err)
       answer()
     }
 
@@ -126,35 +128,32 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
     // answer: their checks and records keep the lines' order, and their waits for the disk overlap.
     // At most READ_AHEAD lines are handled ahead of the answers written, whatever one read held.
     // (A queue, not a chain of promises: V8 walks such a chain for every error's async stack.)
-    function begin (piece) {
-      const line = { bytes: piece.length, piece, reply: null, settle: null, counted: true }
-      line.reply = new Promise((resolve) => { line.settle = resolve })
-      unstarted.push(line)
-      if (!handling) startNext()
-      return line
+    function replyOf (i) {
+      let reply = replies.get(i)
+      if (!reply) {
+        reply = { promise: null, settle: null }
+        reply.promise = new Promise((resolve) => { reply.settle = resolve })
+        replies.set(i, reply)
+      }
+      return reply
     }
 
     function startNext () {
-      if (firstUnstarted === unstarted.length) {
-        unstarted = []
-        firstUnstarted = 0
-      }
-      if (firstUnstarted === unstarted.length || ahead >= READ_AHEAD) {
-        handling = false // until begin() or the answer loop calls again
+      if (toStart === lines.length || lines[toStart] instanceof Error || ahead >= READ_AHEAD) {
+        handling = false // until read() or the answer loop calls again
         return
       }
       handling = true
       ahead++
-      const line = unstarted[firstUnstarted]
-      unstarted[firstUnstarted++] = null
+      const i = toStart++
+      const reply = replyOf(i)
       let released = false
       const recorded = () => {
         released = true
         queueMicrotask(startNext) // not inside scheduler.submit's own call of it
       }
-      handle(line.piece, recorded).then((reply) => {
-        line.piece = null
-        line.settle(reply)
+      handle(lines[i], recorded).then((answer) => {
+        reply.settle(answer)
         if (!released) startNext()
       })
     }
@@ -181,10 +180,16 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
       if (busy) return
       busy = true
       while (next < lines.length) {
-        const line = lines[next++]
-        pendingBytes -= line.bytes
-        const reply = await line.reply
-        if (line.counted) {
+        const i = next++
+        const line = lines[i]
+        let reply
+        if (line instanceof Error) {
+          reply = failure(line)
+        } else {
+          pendingBytes -= line.length
+          if (!handling) startNext() // lines read before a refusal were not started by read()
+          reply = await replyOf(i).promise
+          replies.delete(i)
           ahead--
           if (!handling) startNext()
         }
@@ -209,12 +214,16 @@ export function lineProtocol ({ config, scheduler, logger, timeouts: { idleMs = 
       }
       lines = []
       next = 0
+      toStart = 0
+      replies.clear()
       pendingBytes = 0
       busy = false
       if (ending || closing) return socket.end()
       if (paused) {
         paused = false
-        socket.resume()
+        // Read on at the next turn of the event loop, not within this one's reads (the answers'
+        // uncork can drain the socket at once): other connections are served in between.
+        setImmediate(() => { if (!paused && !ending) socket.resume() })
         if (partialBytes > 0) lineTimer ??= setTimeout(lineTooSlow, lineMs)
       }
     }

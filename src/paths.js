@@ -13,6 +13,7 @@ import path from 'node:path'
 import { InvalidPathError, PathNotAllowedError, LocalNotFoundError, LocalIoError } from './errors.js'
 
 const MAX_PATH = 4096
+const MAX_SYMLINKS = 40 // links followed on one path, as Linux (ELOOP beyond)
 const NAME_MAX = 255 // bytes, on every Linux file system
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f]/
@@ -65,7 +66,7 @@ export async function openedPath (handle) {
 // them); `p` itself otherwise.
 function danglingTarget (p) {
   let at = p.replace(/\/+$/, '') || '/'
-  for (let hops = 0; hops < 40; hops++) {
+  for (let hops = 0; hops < MAX_SYMLINKS; hops++) {
     let link
     try {
       if (!lstatSync(at).isSymbolicLink()) return at
@@ -81,7 +82,7 @@ function danglingTarget (p) {
 // The deepest directory on the way to `p` that resolves, resolved (or null). A directory on the
 // way that is a symlink to a missing one is answered as where it leads.
 function realAncestor (p, depth = 0) {
-  if (depth > 40) return null
+  if (depth > MAX_SYMLINKS) return null
   for (let dir = path.dirname(p.replace(/\/+$/, '')); ; dir = path.dirname(dir)) {
     try {
       return realpathSync.native(dir)

@@ -310,17 +310,21 @@ final class Client
         return $results;
     }
 
-    /** A job the daemon could not take: spooled (its id), or why not. */
+    /**
+     * A job the daemon could not take: written to the spool (its id), or why not (the daemon's
+     * reason without a spool; a SpoolException when the spool could not be written either).
+     */
     private function notTaken(string $id, string $body, SidecarException $reason): string|SidecarException
     {
         if ($this->spool === null) {
             return $reason;
         }
         try {
-            return $this->spooled($id, $body, $reason);
+            $this->spool->write($id, $body);
         } catch (SpoolException $e) {
-            return $e;
+            return new SpoolException(sprintf('the daemon could not take job %s (%s) and %s', $id, $reason->getMessage(), $e->getMessage()), 0, $reason);
         }
+        return $id;
     }
 
     /**
@@ -568,26 +572,11 @@ final class Client
         } catch (ConnectionException | UnavailableException $e) {
             $reason = $e;
         }
-        if ($this->spool === null) {
-            throw $reason;
+        $spooled = $this->notTaken($id, $body, $reason);
+        if ($spooled instanceof SidecarException) {
+            throw $spooled;
         }
-        $this->spooled($id, $body, $reason);
         return $this->handedOff($id, $started);
-    }
-
-    /**
-     * Writes a job the daemon could not take to the spool; returns its id.
-     *
-     * @throws SpoolException
-     */
-    private function spooled(string $id, string $body, SidecarException $reason): string
-    {
-        try {
-            $this->spool->write($id, $body);
-        } catch (SpoolException $e) {
-            throw new SpoolException(sprintf('the daemon could not take job %s (%s) and %s', $id, $reason->getMessage(), $e->getMessage()), 0, $reason);
-        }
-        return $id;
     }
 
     /**

@@ -12,7 +12,8 @@
 //   node bench/job-cpu.js [--jobs 2000] [--rounds 2] [--window 16] [--sync write|fsync]
 //                         [--target http|file] [--size 4096] [--keep-finished 1000] [--httpd-dir DIR]
 //                         [--log-level warn] [--node-flag FLAG ...]
-//                         [--connect-each] [--cpu-prof DIR [--cpu-prof-interval US]]
+//                         [--connect-each] [--handoff] [--cpu-prof DIR [--cpu-prof-interval US]]
+// --handoff hands off on a socket of handoff.listen (the hand-off thread) instead of one of listen.
 // --node-flag adds a node/V8 flag to the production ones, to try one against them.
 // --httpd-dir puts httpd's files elsewhere (e.g. a tmpfs), as a remote server's would be: on one
 // disk, a journal sync in "fsync" mode also commits what httpd wrote since the last one.
@@ -40,6 +41,7 @@ const { values: o } = parseArgs({
     'log-level': { type: 'string', default: 'warn' },
     'node-flag': { type: 'string', multiple: true, default: [] },
     'connect-each': { type: 'boolean', default: false },
+    handoff: { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
     'cpu-prof-interval': { type: 'string' }
   }
@@ -64,13 +66,18 @@ const daemon = await startSidecar({
   cpuProfDir: o['cpu-prof'],
   cpuProfIntervalUs: o['cpu-prof-interval'],
   nodeFlags: o['node-flag'],
-  extra: { journal: { sync: o.sync }, queue: { keepFinished: Number(o['keep-finished']) }, logLevel: o['log-level'] }
+  extra: {
+    journal: { sync: o.sync },
+    queue: { keepFinished: Number(o['keep-finished']) },
+    logLevel: o['log-level'],
+    ...(o.handoff && { handoff: { listen: [`unix:${path.join(work, 'handoff.sock')}`] } })
+  }
 })
 
 // N jobs over one connection, W unanswered at most (--connect-each: a connection per job, W at
 // once); resolves with each one's ack time (µs).
 let lastId = null
-const handOff = (round) => (o['connect-each'] ? handOffEach : handOffLines)(daemon.socketPath, {
+const handOff = (round) => (o['connect-each'] ? handOffEach : handOffLines)(o.handoff ? path.join(work, 'handoff.sock') : daemon.socketPath, {
   count: N,
   window: W,
   job: (i) => ({ direction: 'upload', target: 't', local: paths[i], remote: `/job-cpu/r${round}/f${i}`, overwrite: true }),
@@ -98,6 +105,7 @@ try {
       jobs: N,
       window: W,
       connectEach: o['connect-each'],
+      handoff: o.handoff,
       sync: o.sync,
       target: o.target,
       jobsPerSecond: Math.round(N / seconds),

@@ -5,7 +5,7 @@ import os from 'node:os'
 import path from 'node:path'
 import net from 'node:net'
 import { execFileSync } from 'node:child_process'
-import { bindPathBytes } from './listeners.js'
+import { bindPathBytes } from './sockets.js'
 
 export class ConfigError extends Error {
   constructor (field, message) {
@@ -28,7 +28,7 @@ export class ConfigError extends Error {
 const TARGET_NAME = /^[A-Za-z0-9_.-]{1,64}$/
 const UNIX_PATH_MAX = 107
 const KNOWN_TOP = new Set(['listen', 'stateDir', 'roots', 'token', 'socketMode', 'socketGroup', 'targets',
-  'queue', 'retry', 'timeouts', 'shutdownGraceMs', 'logLevel', 'spool', 'callbacks', 'journal'])
+  'queue', 'retry', 'timeouts', 'shutdownGraceMs', 'logLevel', 'spool', 'callbacks', 'journal', 'handoff'])
 const TARGET_COMMON = ['type', 'concurrency', 'retry', 'timeouts', 'tempSuffix', 'digest']
 export const DIGESTS = Object.freeze(['sha256', 'none'])
 const TARGET_KEYS = {
@@ -382,6 +382,32 @@ function validateSpool (value, stateDir) {
 // "fsync": a job is acknowledged once its record is on disk (fdatasync). "write": once the record is
 // in the journal file (in the page cache: it survives the daemon's crash, not the host's), synced
 // in the background within syncIntervalMs.
+// handoff.listen: sockets that speak only the line protocol, served with the journal by a thread of
+// their own (hand-off-thread.js), so that the transfers on the main thread do not hold up a
+// hand-off's acknowledgement. None by default.
+function validateHandoff (value, hasToken, listen) {
+  if (value !== undefined && !isObject(value)) throw new ConfigError('handoff', 'must be an object')
+  const check = collector()
+  check(() => checkKeys(value ?? {}, ['listen'], 'handoff.'))
+  const raw = value?.listen ?? []
+  const entries = check(() => {
+    if (!Array.isArray(raw)) throw new ConfigError('handoff.listen', 'must be an array like ["unix:/run/transfer-sidecar/handoff.sock"] (may be empty)')
+    return raw.map((e, i) => check(() => Object.freeze(parseListen(e, `handoff.listen[${i}]`, hasToken))))
+  }, [])
+  check(() => {
+    const taken = new Set((listen ?? []).filter(Boolean).map(listenKey))
+    entries.forEach((l, i) => {
+      if (!l) return
+      if (taken.has(listenKey(l))) throw new ConfigError(`handoff.listen[${i}]`, 'is also in listen; give the hand-off thread a socket or port of its own')
+      taken.add(listenKey(l))
+    })
+  })
+  check.done()
+  return Object.freeze({ listen: Object.freeze(entries) })
+}
+
+const listenKey = (l) => l.type === 'unix' ? `unix:${l.path}` : `${l.host}:${l.port}`
+
 function validateJournal (value) {
   if (value !== undefined && !isObject(value)) throw new ConfigError('journal', 'must be an object')
   const check = collector()
@@ -473,6 +499,7 @@ export function validateConfig (raw, { env = process.env } = {}) {
   const spool = stateDir === null ? null : check(() => validateSpool(raw.spool, stateDir))
   const callbacks = check(() => validateCallbacks(raw.callbacks))
   const journal = check(() => validateJournal(raw.journal))
+  const handoff = check(() => validateHandoff(raw.handoff, token !== null, listen))
   check.done()
 
   return Object.freeze({
@@ -491,6 +518,7 @@ export function validateConfig (raw, { env = process.env } = {}) {
     spool,
     callbacks,
     journal,
+    handoff,
     targets: Object.freeze(targets)
   })
 }

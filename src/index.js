@@ -12,6 +12,7 @@ import { createSpool } from './spool.js'
 import { createCallbackSender } from './callbacks.js'
 import { lockStateDir } from './lock.js'
 import { sweepNow } from './transfer.js'
+import { startHandoffThread } from './handoff.js'
 
 const SWEEP_AT_STOP_MS = 1000 // failed uploads' temp names still to be removed: at most this long at a stop
 
@@ -26,10 +27,13 @@ export async function startSidecar (config, { logger = createLogger({ level: con
   const metrics = createMetrics({ scheduler: () => scheduler, backends: Object.values(config.targets).map((t) => t.type) })
   const backends = Object.fromEntries(Object.values(config.targets).map((t) => [t.name, createBackend(t, { logger, metrics })]))
   const lock = await lockStateDir(config.stateDir) // before the journal is touched (see lock.js)
-  let store, callbacks, spool, servers
+  let store, callbacks, spool, servers, handoff
+  let handoffAddresses = []
   try {
-    store = await openJobStore({ dir: path.join(config.stateDir, 'jobs'), logger, ...config.journal })
-    scheduler = new Scheduler({ config, store, backends, metrics, logger, clock })
+    // With handoff.listen, the journal is the hand-off thread's (handoff.js).
+    handoff = config.handoff.listen.length ? await startHandoffThread({ config, logger }) : null
+    store = handoff?.store ?? await openJobStore({ dir: path.join(config.stateDir, 'jobs'), logger, ...config.journal })
+    scheduler = new Scheduler({ config, store, backends, metrics, logger, clock, counter: handoff?.counter })
     await scheduler.recover()
     callbacks = createCallbackSender({ config, logger, metrics, save: (job) => scheduler.save(job), view: (job) => scheduler.view(job), clock })
     scheduler.callbacks = callbacks
@@ -39,10 +43,12 @@ export async function startSidecar (config, { logger = createLogger({ level: con
     // Listening first: a daemon whose socket or port is another one's stops here, before its first
     // spool scan could take that daemon's spooled jobs into a journal nobody runs.
     servers = await listenAll({ app, lines: lineProtocol({ config, scheduler, logger, timeouts: lineTimeouts }) }, config)
+    if (handoff) handoffAddresses = await handoff.listen(scheduler)
     await spool.start()
   } catch (err) {
     // A start that fails half-way (a port in use, say) leaves every unfinished job queued on disk.
     if (servers) await closeAll(servers, 0).catch(() => {})
+    await handoff?.stop(0).catch(() => {})
     await spool?.stop().catch(() => {})
     await scheduler?.stop(0).catch(() => {})
     callbacks?.stop()
@@ -50,7 +56,7 @@ export async function startSidecar (config, { logger = createLogger({ level: con
     await lock.release()
     throw err
   }
-  logger.info({ listen: servers.map((s) => s.address), targets: Object.keys(config.targets), roots: config.roots }, 'transfer-sidecar listening')
+  logger.info({ listen: servers.map((s) => s.address), ...(handoff && { handoff: handoffAddresses }), targets: Object.keys(config.targets), roots: config.roots }, 'transfer-sidecar listening')
   // Jobs run from now on.
   if (holdJobs()) logger.info('a stop was asked for during the start: jobs stay queued')
   else scheduler.start()
@@ -62,7 +68,7 @@ export async function startSidecar (config, { logger = createLogger({ level: con
       // From now on nothing is accepted (a spool scan under way ends at its next file) and no
       // queued job starts.
       scheduler.stopping = true
-      const closing = closeAll(servers, Math.min(graceMs, 1000))
+      const closing = Promise.all([closeAll(servers, Math.min(graceMs, 1000)), handoff?.stop(Math.min(graceMs, 1000))])
       await spool.stop()
       await scheduler.stop(graceMs)
       await sweepNow(SWEEP_AT_STOP_MS)

@@ -1,8 +1,9 @@
 // Listeners on loopback TCP and unix sockets, each serving the same express app and line protocol.
+// (handoff.listen's sockets, which speak only the line protocol, are the hand-off thread's.)
 import { http } from './node-http.js'
-import net from 'node:net'
 import fs from 'node:fs/promises'
 import path from 'node:path'
+import { clearStaleSocket, listen, listenPrivately } from './sockets.js'
 import { InvalidRequestError } from './errors.js'
 import { sendError } from './http/respond.js'
 import { isLineProtocol } from './http/lines.js'
@@ -46,29 +47,6 @@ function refuseConnect (req, socket) {
 // An Expect other than 100-continue (node would answer a bare 417).
 function answerExpectation (req, res) {
   sendError(res, new InvalidRequestError('only "Expect: 100-continue" is supported'), null)
-}
-
-// A stale socket file from a crash is removed; a live one (another sidecar) is an error. Only a
-// refused connection means nobody listens: a busy listener (its accept queue full: EAGAIN) or one
-// we may not reach is somebody's, and its socket is left alone.
-async function clearStaleSocket (file) {
-  try {
-    const st = await fs.lstat(file)
-    if (!st.isSocket()) throw new Error(`${file} exists and is not a socket`)
-  } catch (err) {
-    if (err.code === 'ENOENT') return
-    throw err
-  }
-  const refused = await new Promise((resolve) => {
-    const s = net.connect(file)
-    s.once('connect', () => { s.destroy(); resolve(null) })
-    s.once('error', (err) => resolve(err))
-  })
-  if (refused?.code === 'ENOENT') return // gone meanwhile
-  if (refused?.code !== 'ECONNREFUSED') {
-    throw new Error(`${file} is in use by another process${refused ? ` (connecting to it: ${refused.code})` : ''}`)
-  }
-  await fs.unlink(file)
 }
 
 // Each connection is HTTP or the line protocol (http/lines.js), told apart by its first byte.
@@ -122,47 +100,6 @@ export async function listenAll ({ app, lines }, config) {
     throw err
   }
   return servers
-}
-
-// Where the socket at `file` is bound first: <its dir>/.XXXXXX/s (mkdtemp adds six characters).
-const bindDirPrefix = (file) => `${path.dirname(file)}/.`
-const BOUND_NAME = 's'
-export const bindPathBytes = (file) => Buffer.byteLength(bindDirPrefix(file)) + 'XXXXXX/'.length + BOUND_NAME.length
-
-// A unix socket is bound in a directory of its own that only we can enter (mkdtemp: 0700), given
-// its group, then its mode, and only then linked under its path: nobody else can connect in
-// between, whatever the umask. The umask itself is left alone: it is the process's, and libuv's
-// pool threads (the spool, the journal, a job submitted over TCP meanwhile) create files under it
-// at any moment. link(), not rename(): a socket somebody put at the path meanwhile is not replaced.
-async function listenPrivately (server, file, config) {
-  const dir = await fs.mkdtemp(bindDirPrefix(file)) // beside the socket, hidden
-  const bound = path.join(dir, BOUND_NAME)
-  try {
-    await listen(server, bound)
-    try {
-      if (config.socketGid !== null) await fs.chown(bound, -1, config.socketGid) // resolved by config.js
-      await fs.chmod(bound, config.socketMode)
-      await fs.link(bound, file).catch((err) => {
-        if (err.code === 'EEXIST') throw new Error(`${file} is in use by another process`)
-        throw err
-      })
-    } catch (err) {
-      await new Promise((resolve) => server.close(resolve))
-      throw err
-    }
-  } finally {
-    await fs.rm(dir, { recursive: true, force: true })
-  }
-}
-
-function listen (server, ...args) {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject)
-    server.listen(...args, () => {
-      server.off('error', reject)
-      resolve()
-    })
-  })
 }
 
 // Stops accepting at once; idle keep-alive connections are closed, busy ones get `graceMs`.

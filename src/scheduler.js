@@ -72,7 +72,9 @@ class JobQueue {
 }
 
 export class Scheduler {
-  constructor ({ config, store, backends, metrics, logger, clock = Date.now, random = Math.random }) {
+  // `counter`: where the number of unfinished jobs is kept, an Int32Array of one (shared with the
+  // hand-off thread, which makes jobs too: handoff.js).
+  constructor ({ config, store, backends, metrics, logger, clock = Date.now, random = Math.random, counter = new Int32Array(1) }) {
     this.callbacks = null // set by the wiring: createCallbackSender
     this.config = config
     this.store = store
@@ -84,7 +86,7 @@ export class Scheduler {
     this.nowMs = NaN // see now()
     this.nowIso = ''
     this.jobs = new Map()
-    this.unfinished = 0
+    this.counter = counter
     this.finished = new Set() // ids of finished jobs, oldest end first (for queue.keepFinished)
     this.pruning = null
     this.running = new Map() // id → { controller, promise, startedAt, job }
@@ -101,6 +103,9 @@ export class Scheduler {
       this.queues.set(name, { queue: new JobQueue(), running: 0, concurrency: t.concurrency })
     }
   }
+
+  get unfinished () { return Atomics.load(this.counter, 0) }
+  #count (n) { Atomics.add(this.counter, 0, n) }
 
   // The clock as an ISO string, made once per millisecond: a small job stamps several records
   // (created, started, updated, finished) within the same few, and toISOString showed at ~1 % of
@@ -140,7 +145,7 @@ export class Scheduler {
       }
       this.jobs.set(job.id, job)
       if (FINAL_STATES.has(job.state)) continue
-      this.unfinished++
+      this.#count(1)
       // Its next start is journaled durably: a job that crashes the daemon at once must not look
       // as if it had never started, or its attempts would not count (see below).
       this.recovered.add(job.id)
@@ -198,19 +203,22 @@ export class Scheduler {
     }
     const job = newJob(spec, this.now())
     this.jobs.set(job.id, job)
-    this.unfinished++
-    const persisted = this.store.put(job)
+    this.#count(1)
+    const persisted = this.store.put(job, { create: true })
     this.persisting.set(job.id, persisted)
     recorded?.()
     try {
       await persisted
     } catch (err) {
-      this.jobs.delete(job.id)
-      this.unfinished--
+      if (this.jobs.get(job.id) === job) this.jobs.delete(job.id)
+      this.#count(-1)
+      this.persisting.delete(job.id)
+      // Made meanwhile by a hand-off (handoff.js), which is read before this answer: the same id again.
+      if (err.known) return this.#resubmitted(spec, body)
       this.logger.error({ err }, 'cannot persist job')
       throw new StoreUnavailableError('the job could not be written to disk; it was not accepted')
     } finally {
-      this.persisting.delete(job.id)
+      if (this.persisting.get(job.id) === persisted) this.persisting.delete(job.id)
     }
     // Counted, logged and started after the caller's answer is on its way: the hand-off does not
     // wait for them.
@@ -231,6 +239,7 @@ export class Scheduler {
     const failed = pending && !await pending.then(() => true, () => false)
     if (failed && !this.jobs.has(spec.id)) return this.submit(body)
     const existing = this.jobs.get(spec.id)
+    if (!existing) return this.submit(body) // pruned meanwhile
     if (!sameRequest(existing, spec)) throw new JobConflictError(`job ${spec.id} exists with a different request`)
     return { job: existing, created: false, state: existing.state }
   }
@@ -251,14 +260,28 @@ export class Scheduler {
     return this.#save(job)
   }
 
-  // A job whose first record is still being written is not one yet (its write may fail).
+  // A job the hand-off thread made: it is run like one submitted here, its record already on disk
+  // and its submission already counted (handoff.js).
+  adopt (job) {
+    this.jobs.set(job.id, job)
+    setImmediate(() => {
+      this.metrics.jobAccepted(job)
+      this.#log(job)
+      this.#enqueue(job)
+    })
+  }
+
+  // A job whose first record is still being written is not one yet (its write may fail). One the
+  // hand-off thread answered may not be read here yet: the store's drain() reads it.
   get (id) {
-    const job = this.persisting.has(id) ? undefined : this.jobs.get(id)
+    let job = this.persisting.has(id) ? undefined : this.jobs.get(id)
+    if (!job && this.store.drain?.()) job = this.persisting.has(id) ? undefined : this.jobs.get(id)
     if (!job) throw new JobNotFoundError(`no job ${JSON.stringify(String(id).slice(0, 64))}`)
     return job
   }
 
   list ({ state, limit = 1000 } = {}) {
+    this.store.drain?.()
     const out = []
     for (const job of this.jobs.values()) {
       if (state && job.state !== state) continue
@@ -532,7 +555,7 @@ export class Scheduler {
     // freed meanwhile (#pump) does not start a queued job that is being cancelled.
     Object.assign(job, { state, error: err ? err.toJSON() : null, finishedAt: this.now(), nextAttemptAt: null })
     if (job.callback) job.callbackState = 'pending'
-    this.unfinished--
+    this.#count(-1)
     // A failed or cancelled download may have kept its temp file for a resume that will not come;
     // a failed or cancelled upload may see its temp name come back from a request it cut.
     if (state !== 'succeeded') await discardPartial(job, { roots: this.config.roots, backend: this.backends[job.target] }).catch(() => {})

@@ -1,0 +1,167 @@
+// The hand-off thread (config handoff.listen): the journal and the line protocol's hand-offs, on a
+// thread of their own. On the main thread a hand-off waited for whatever transfer callback ran when
+// its line, and then its synced write, came in: in "fsync" mode one at a time it took 3–4 × its
+// paced time (BENCHMARKS.md). Here nothing else runs.
+//
+// This thread is the journal's only writer, so it is also where every job is made: it knows each
+// live job's id (the journal's records), and a line whose id is known here, or one the main thread
+// is making, is passed to the main thread's scheduler.submit to answer, as POST /v1/jobs would. A
+// new job is answered once its record is on disk (as the journal's mode says), after it has been
+// posted to the main thread, which runs it (handoff.js; the main thread reads the port before it
+// says a job does not exist, so a status asked right after the answer finds it).
+import { workerData } from 'node:worker_threads'
+import net from 'node:net'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { openJobStore } from './store.js'
+import { lineProtocol } from './http/lines.js'
+import { parseJobRequest, newJob } from './jobs.js'
+import { resolveSource, resolveDestination } from './paths.js'
+import { clearStaleSocket, listen, listenPrivately } from './sockets.js'
+import * as errors from './errors.js'
+
+const { config, counter, port } = workerData
+const ERROR_CLASSES = new Map(Object.values(errors).filter((c) => typeof c === 'function' && c.code).map((c) => [c.code, c]))
+const NOT_LINES = 'this socket speaks only the line protocol (handoff.listen); HTTP is served on the sockets of "listen"'
+
+// Log lines go to the main thread's logger (its destination, its redaction).
+const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal']
+const logger = { isLevelEnabled: (level) => LEVELS.indexOf(level) >= LEVELS.indexOf(config.logLevel) }
+for (const level of LEVELS) {
+  logger[level] = (obj, msg) => {
+    if (logger.isLevelEnabled(level)) port.postMessage({ op: 'log', level, obj: loggable(obj), msg })
+  }
+}
+
+const asked = new Map() // n → the settle functions of a submission passed to the main thread
+let asks = 0
+const making = new Map() // id → promise of the first record of a job made here, until written
+let stopping = false
+let servers = []
+const lines = lineProtocol({ config, scheduler: { submit }, logger })
+
+const store = await openJobStore({ dir: path.join(config.stateDir, 'jobs'), logger, ...config.journal, ownThread: true })
+port.on('message', (m) => {
+  switch (m.op) {
+    case 'put': return put(m)
+    case 'remove': return store.remove(m.id)
+    case 'answer': return answered(m)
+    case 'listen': return startListening().then(() => port.postMessage({ op: 'listening', addresses: servers.map((s) => s.address) }),
+      (err) => port.postMessage({ op: 'listening', error: { message: err.message, code: err.code } }))
+    case 'stop': return stopListening(m.graceMs).then(() => port.postMessage({ op: 'stopped' }))
+    case 'close': return store.close().then(() => port.postMessage({ op: 'closed' }),
+      (err) => port.postMessage({ op: 'closed', error: { message: err.message } }))
+  }
+})
+port.postMessage({ op: 'opened', records: store.loaded() })
+
+// A record from the main thread. `create`: the first record of a job made there (HTTP, the spool),
+// refused as `known` when a job of that id exists here (made by a hand-off meanwhile, which the
+// main thread reads before this answer), so that one id never makes two jobs.
+async function put ({ n, record, durable, create }) {
+  if (create && store.records.has(record.id)) {
+    await making.get(record.id)?.catch(() => {})
+    if (store.records.has(record.id)) return port.postMessage({ op: 'done', n, known: true })
+  }
+  const written = store.put(record, { durable })
+  if (n) written.then(() => port.postMessage({ op: 'done', n }), (err) => port.postMessage({ op: 'done', n, error: { message: err.message, code: err.code } }))
+}
+
+// scheduler.submit's acceptance, for the line protocol (lines.js): the same checks, errors and
+// durability.
+async function submit (body, recorded) {
+  if (stopping) throw new errors.ShuttingDownError('the sidecar is shutting down; retry on another instance or later')
+  const spec = parseJobRequest(body, config)
+  if (spec.id && store.records.has(spec.id)) return ask(body)
+  if (spec.direction === 'upload') await resolveSource(spec.local, config.roots)
+  else await resolveDestination(spec.local, config.roots)
+  // Jobs whose first record is still being written are waited for before a refusal (scheduler.js).
+  while (Atomics.load(counter, 0) >= config.queue.limit && making.size) await Promise.allSettled(making.values())
+  if (spec.id && store.records.has(spec.id)) return ask(body)
+  const unfinished = Atomics.load(counter, 0)
+  if (unfinished >= config.queue.limit) {
+    throw new errors.QueueFullError(`the queue holds ${unfinished} unfinished jobs (limit ${config.queue.limit})`)
+  }
+  const job = newJob(spec, new Date().toISOString())
+  Atomics.add(counter, 0, 1)
+  const persisted = store.put(job)
+  making.set(job.id, persisted)
+  recorded?.()
+  try {
+    await persisted
+  } catch (err) {
+    Atomics.sub(counter, 0, 1)
+    logger.error({ err }, 'cannot persist job')
+    throw new errors.StoreUnavailableError('the job could not be written to disk; it was not accepted')
+  } finally {
+    making.delete(job.id)
+  }
+  port.postMessage({ op: 'adopt', job }) // before the answer: see the top
+  return { job, created: true, state: 'queued' }
+}
+
+// A line whose id is known, answered by the main thread's scheduler.submit.
+function ask (body) {
+  const n = ++asks
+  port.postMessage({ op: 'submit', n, body })
+  return new Promise((resolve, reject) => asked.set(n, { resolve, reject }))
+}
+
+function answered ({ n, result, error }) {
+  const { resolve, reject } = asked.get(n)
+  asked.delete(n)
+  if (!error) return resolve(result)
+  const Class = ERROR_CLASSES.get(error.code) ?? errors.InternalError
+  reject(new Class(error.message))
+}
+
+async function startListening () {
+  for (const l of config.handoff.listen) {
+    const server = net.createServer(serve)
+    if (l.type === 'unix') {
+      await fs.mkdir(path.dirname(l.path), { recursive: true, mode: 0o755 })
+      await clearStaleSocket(l.path)
+      await listenPrivately(server, l.path, config)
+      servers.push({ server, listen: l, address: l.path })
+    } else {
+      await listen(server, l.port, l.host)
+      servers.push({ server, listen: l, address: server.address() })
+    }
+  }
+}
+
+// The first bytes decide, as on the API's sockets (listeners.js): a line, or a clear refusal.
+function serve (socket) {
+  const silent = () => socket.destroy()
+  socket.setTimeout(10000, silent)
+  socket.once('error', silent)
+  socket.once('data', (first) => {
+    socket.setTimeout(0, silent)
+    socket.off('error', silent)
+    if (first[0] === 0x7b) return lines.serve(socket, first) // "{"
+    const body = JSON.stringify({ error: { code: 'INVALID_REQUEST', message: NOT_LINES } })
+    socket.on('error', () => {})
+    socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`, () => socket.destroy())
+  })
+}
+
+// Shutdown: no job is accepted from now on; idle connections end now, busy ones after their
+// answers or `graceMs`.
+async function stopListening (graceMs) {
+  stopping = true
+  const closing = servers.map(({ server, listen: l }) => new Promise((resolve) => {
+    server.close(() => (l.type === 'unix' ? fs.unlink(l.path).catch(() => {}) : Promise.resolve()).finally(resolve))
+  }))
+  servers = []
+  lines.closeIdle()
+  const timer = setTimeout(() => lines.destroyAll(), graceMs)
+  await Promise.all(closing)
+  clearTimeout(timer)
+}
+
+// An error's name, message, code and stack: what the main thread's logger prints of one.
+function loggable (obj) {
+  if (!(obj?.err instanceof Error)) return obj
+  const { name, message, code, stack } = obj.err
+  return { ...obj, err: { type: name, message, code, stack } }
+}

@@ -1,0 +1,152 @@
+// The main thread's side of the hand-off thread (handoff-thread.js): the journal as the scheduler
+// knows it (put, remove, loaded, close, as store.js's), the jobs the thread made, and the
+// submissions it passes here.
+import { Worker, MessageChannel, receiveMessageOnPort } from 'node:worker_threads'
+import { asSidecarError } from './http/respond.js'
+
+// `counter`: the number of unfinished jobs, shared with the thread (the queue limit).
+export async function startHandoffThread ({ config, logger }) {
+  const counter = new Int32Array(new SharedArrayBuffer(4))
+  const { port1: port, port2 } = new MessageChannel()
+  const worker = new Worker(new URL('./handoff-thread.js', import.meta.url), {
+    workerData: { config: threadConfig(config), counter, port: port2 },
+    transferList: [port2],
+    stdout: false,
+    stderr: false
+  })
+  const waiting = new Map() // n → the settle functions of a put, by its number
+  let puts = 0
+  let records = null // the journal's, until loaded()
+  let scheduler = null // set by listen()
+  let failure = null // the thread ended: every put from now on fails with it
+  let once = null // the one message awaited: { op, settle }
+
+  const handle = (m) => {
+    switch (m.op) {
+      case 'done': return settle(m)
+      case 'adopt': return scheduler.adopt(m.job)
+      case 'submit': return answer(m)
+      case 'log': return logger[m.level](m.obj, m.msg)
+      default: if (once?.op === m.op) once.settle(m)
+    }
+  }
+  port.on('message', handle)
+  port.unref()
+  const next = (op) => new Promise((resolve) => { once = { op, settle: resolve } })
+
+  const ended = (err) => {
+    failure ??= err
+    for (const { reject } of waiting.values()) reject(failure)
+    waiting.clear()
+    once?.settle({ op: once.op, error: { message: failure.message } })
+  }
+  worker.on('error', (err) => {
+    logger.fatal({ err }, 'the hand-off thread failed; no job can be accepted or recorded')
+    ended(err)
+  })
+  worker.on('exit', (code) => ended(new Error(`the hand-off thread exited (code ${code})`)))
+
+  function settle ({ n, known, error }) {
+    const { resolve, reject } = waiting.get(n)
+    waiting.delete(n)
+    if (known) reject(Object.assign(new Error('a job of this id was made by a hand-off'), { known: true }))
+    else if (error) reject(Object.assign(new Error(error.message), { code: error.code }))
+    else resolve()
+  }
+
+  async function answer ({ n, body }) {
+    try {
+      const { job, created, state } = await scheduler.submit(body)
+      port.postMessage({ op: 'answer', n, result: { job: { id: job.id }, created, state } })
+    } catch (err) {
+      const error = asSidecarError(err)
+      if (error.code === 'INTERNAL') logger.error({ err }, 'hand-off failed')
+      port.postMessage({ op: 'answer', n, error: { code: error.code, message: error.message } })
+    }
+  }
+
+  const opened = await next('opened')
+  if (opened.error) {
+    await worker.terminate()
+    throw new Error(`the hand-off thread could not open the journal: ${opened.error.message}`)
+  }
+  records = opened.records
+
+  const store = {
+    // As store.js's put; `create`: the job's first record, refused ({ known: true }) when the
+    // thread has a job of that id.
+    put (record, { durable = true, create = false } = {}) {
+      if (failure) return Promise.reject(failure)
+      if (!durable && !create) {
+        port.postMessage({ op: 'put', record, durable })
+        return Promise.resolve()
+      }
+      const n = ++puts
+      port.postMessage({ op: 'put', n, record, durable, create })
+      return new Promise((resolve, reject) => waiting.set(n, { resolve, reject }))
+    },
+    remove (id) {
+      if (failure) return Promise.reject(failure)
+      port.postMessage({ op: 'remove', id })
+      return Promise.resolve()
+    },
+    loaded () {
+      const loaded = records
+      records = null
+      return loaded
+    },
+    // Handles the messages already sent: the jobs the thread made and answered. True if any came.
+    drain () {
+      let any = false
+      for (let m; (m = receiveMessageOnPort(port));) {
+        handle(m.message)
+        any = true
+      }
+      return any
+    },
+    async close () {
+      if (!failure) {
+        port.postMessage({ op: 'close' })
+        const closed = await next('closed')
+        if (closed.error && !failure) logger.error({ err: closed.error }, 'closing the journal failed')
+      }
+      await worker.terminate()
+    }
+  }
+
+  return {
+    store,
+    counter,
+    // Serves handoff.listen; `scheduler` runs the jobs made there and answers the lines passed here.
+    async listen (s) {
+      scheduler = s
+      port.postMessage({ op: 'listen' })
+      const { addresses, error } = await next('listening')
+      if (error) throw Object.assign(new Error(error.message), { code: error.code })
+      return addresses
+    },
+    async stop (graceMs) {
+      if (failure || !scheduler) return
+      port.postMessage({ op: 'stop', graceMs })
+      await next('stopped')
+    }
+  }
+}
+
+// What the thread needs of the config, as plain data (targets hold URL objects and secrets it has
+// no use for: it checks only a target's name).
+function threadConfig (config) {
+  return {
+    stateDir: config.stateDir,
+    roots: config.roots,
+    token: config.token,
+    socketMode: config.socketMode,
+    socketGid: config.socketGid,
+    logLevel: config.logLevel,
+    queue: { limit: config.queue.limit },
+    journal: config.journal,
+    callbacks: { allow: config.callbacks.allow },
+    handoff: config.handoff,
+    targets: Object.fromEntries(Object.keys(config.targets).map((name) => [name, {}]))
+  }
+}

@@ -20,8 +20,9 @@ import { resolveSource, resolveDestination } from './paths.js'
 import { clearStaleSocket, listen, listenPrivately } from './sockets.js'
 import * as errors from './errors.js'
 
-const { config, counter, port } = workerData
+const { config, counter, port, lineTimeouts } = workerData
 const ERROR_CLASSES = new Map(Object.values(errors).filter((c) => typeof c === 'function' && c.code).map((c) => [c.code, c]))
+const FIRST_BYTE_MS = 10000 // as the API's sockets wait for a request's head (listeners.js)
 const NOT_LINES = 'this socket speaks only the line protocol (handoff.listen); HTTP is served on the sockets of "listen"'
 
 // Log lines go to the main thread's logger (its destination, its redaction).
@@ -38,7 +39,7 @@ let asks = 0
 const making = new Map() // id → promise of the first record of a job made here, until written
 let stopping = false
 let servers = []
-const lines = lineProtocol({ config, scheduler: { submit }, logger })
+const lines = lineProtocol({ config, scheduler: { submit }, logger, timeouts: lineTimeouts })
 
 const store = await openJobStore({ dir: path.join(config.stateDir, 'jobs'), logger, ...config.journal, ownThread: true })
 port.on('message', (m) => {
@@ -133,7 +134,7 @@ async function startListening () {
 // The first bytes decide, as on the API's sockets (listeners.js): a line, or a clear refusal.
 function serve (socket) {
   const silent = () => socket.destroy()
-  socket.setTimeout(10000, silent)
+  socket.setTimeout(FIRST_BYTE_MS, silent)
   socket.once('error', silent)
   socket.once('data', (first) => {
     socket.setTimeout(0, silent)

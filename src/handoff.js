@@ -5,11 +5,12 @@ import { Worker, MessageChannel, receiveMessageOnPort } from 'node:worker_thread
 import { asSidecarError } from './http/respond.js'
 
 // `counter`: the number of unfinished jobs, shared with the thread (the queue limit).
-export async function startHandoffThread ({ config, logger }) {
+// `lineTimeouts`: as lineProtocol's (http/lines.js), shorter in tests.
+export async function startHandoffThread ({ config, logger, lineTimeouts }) {
   const counter = new Int32Array(new SharedArrayBuffer(4))
   const { port1: port, port2 } = new MessageChannel()
   const worker = new Worker(new URL('./handoff-thread.js', import.meta.url), {
-    workerData: { config: threadConfig(config), counter, port: port2 },
+    workerData: { config: threadConfig(config), counter, port: port2, lineTimeouts },
     transferList: [port2],
     stdout: false,
     stderr: false

@@ -31,7 +31,7 @@ export async function startSidecar (config, { logger = createLogger({ level: con
   let handoffAddresses = []
   try {
     // With handoff.listen, the journal is the hand-off thread's (handoff.js).
-    handoff = config.handoff.listen.length ? await startHandoffThread({ config, logger }) : null
+    handoff = config.handoff.listen.length ? await startHandoffThread({ config, logger, lineTimeouts }) : null
     store = handoff?.store ?? await openJobStore({ dir: path.join(config.stateDir, 'jobs'), logger, ...config.journal })
     scheduler = new Scheduler({ config, store, backends, metrics, logger, clock, counter: handoff?.counter })
     await scheduler.recover()

@@ -28,7 +28,7 @@ use TransferSidecar\Http\Wire;
  */
 final class Client
 {
-    private const OPTIONS = ['socket', 'host', 'port', 'token', 'connect_timeout', 'read_timeout', 'spool', 'protocol', 'persistent'];
+    private const OPTIONS = ['socket', 'host', 'port', 'handoff_socket', 'token', 'connect_timeout', 'read_timeout', 'spool', 'protocol', 'persistent'];
     private const JOB_OPTIONS = ['id', 'overwrite', 'sha256', 'digest', 'callback'];
     /** The daemon refuses longer request bodies (413 PAYLOAD_TOO_LARGE). */
     private const MAX_BODY_BYTES = 65536;
@@ -42,6 +42,8 @@ final class Client
     private const BATCH_BYTES = 256 * 1024;
 
     private string $address;
+    /** Where job lines go: the daemon's hand-off socket (handoff.listen) if given, else $address. */
+    private string $linesAddress;
     private string $transport;
     private float $connectTimeout;
     private float $readTimeout;
@@ -60,8 +62,12 @@ final class Client
 
     /**
      * @param array{socket?: string, host?: string, port?: int, token?: ?string, connect_timeout?: float,
-     *              read_timeout?: float, spool?: ?string, protocol?: 'lines'|'http', persistent?: bool} $options
+     *              read_timeout?: float, spool?: ?string, protocol?: 'lines'|'http', persistent?: bool,
+     *              handoff_socket?: string} $options
      *   socket: unix socket path; or host + port (default 127.0.0.1:8765)
+     *   handoff_socket: the unix socket of the daemon's hand-off thread (its config's handoff.listen),
+     *     where job lines go when given (with protocol "lines"); status, wait and cancel still go to
+     *     socket or host + port
      *   protocol: how upload()/download()/send() hand a job off: "lines" (default), one JSON line each
      *     way on a kept connection, or "http", POST /v1/jobs; the same answers, errors and
      *     durability, the line protocol skips the daemon's HTTP server (see the README)
@@ -129,6 +135,17 @@ final class Client
             throw new InvalidArgumentException('protocol: must be "lines" or "http"');
         }
         $this->protocol = $protocol;
+        $this->linesAddress = $this->address;
+        if (array_key_exists('handoff_socket', $options)) {
+            $handoff = $options['handoff_socket'];
+            if (!is_string($handoff) || $handoff === '' || str_contains($handoff, "\0")) {
+                throw new InvalidArgumentException('handoff_socket: must be the path of the daemon\'s hand-off socket (handoff.listen)');
+            }
+            if ($protocol !== 'lines') {
+                throw new InvalidArgumentException('handoff_socket: only with protocol "lines"');
+            }
+            $this->linesAddress = 'unix://' . $handoff;
+        }
         $persistent = $options['persistent'] ?? false;
         if (!is_bool($persistent)) {
             throw new InvalidArgumentException('persistent: must be true or false');
@@ -599,7 +616,7 @@ final class Client
 
     private function fireAndForget(string $body): void
     {
-        $connection = Connection::open($this->address, $this->connectTimeout);
+        $connection = Connection::open($this->protocol === 'lines' ? $this->linesAddress : $this->address, $this->connectTimeout);
         try {
             $connection->write($this->protocol === 'lines'
                 ? $this->tokenLine . $body . "\n"
@@ -690,7 +707,7 @@ final class Client
             if ($this->lineConnection !== null && $this->lineConnection->isIdleExpired()) {
                 $this->dropLines();
             }
-            $connection = $this->lineConnection ??= Connection::open($this->address, $this->connectTimeout, $this->persistent);
+            $connection = $this->lineConnection ??= Connection::open($this->linesAddress, $this->connectTimeout, $this->persistent);
             $retryable = $attempt === 1 && $connection->isReused();
             $tokenLine = $connection->isReused() && !$this->persistent ? '' : $this->tokenLine;
             if (!self::sent($connection, $tokenLine . $payload, $retryable, fn () => $this->dropLines())) {

@@ -1,0 +1,253 @@
+// The hand-off thread (config handoff.listen, src/handoff-thread.js): the line protocol on sockets
+// of its own, served with the journal by a thread of their own. The same answers, errors and
+// durability as the line protocol on the API's sockets; one job per id whichever side makes it; a
+// job answered there is known to the API at once. A daemon with a `file` target, in this process.
+import { describe, it, expect, beforeAll, afterAll } from 'vitest'
+import fs from 'node:fs/promises'
+import net from 'node:net'
+import path from 'node:path'
+import { startTestSidecar, tempDir } from './helpers/sidecar.js'
+import { spawn } from 'node:child_process'
+import { existsSync, readFileSync } from 'node:fs'
+import { validateConfig } from '../src/index.js'
+
+let sc, root, stateDir, handoffSocket, targets
+
+// A raw connection to a socket: lines out, answer lines in, in order.
+function connect (address) {
+  const socket = net.connect(address)
+  let buffered = ''
+  let all = ''
+  const lines = []
+  const waiting = []
+  const closed = new Promise((resolve) => socket.once('close', resolve))
+  socket.on('error', () => {})
+  socket.on('data', (d) => {
+    all += d
+    buffered += d
+    let nl
+    while ((nl = buffered.indexOf('\n')) !== -1) {
+      const line = buffered.slice(0, nl)
+      buffered = buffered.slice(nl + 1)
+      if (waiting.length) waiting.shift()(line)
+      else lines.push(line)
+    }
+  })
+  const next = () => lines.length ? Promise.resolve(lines.shift()) : new Promise((resolve) => waiting.push(resolve))
+  return {
+    socket,
+    closed,
+    raw: () => all,
+    async ask (job) {
+      socket.write((typeof job === 'string' ? job : JSON.stringify(job)) + '\n')
+      return JSON.parse(await next())
+    },
+    end: () => socket.end()
+  }
+}
+
+// Hands `job` off from another process while this thread (the daemon's main thread) is kept busy,
+// and returns once the answer has come, without letting this thread's event loop turn: the thread's
+// message about the job is then unread here, as when the main thread is busy with transfers.
+async function handOffWhileBusy (job) {
+  const marker = path.join(stateDir, `answered-${job.id}`)
+  const child = spawn(process.execPath, ['-e', `
+    const net = require('node:net'), fs = require('node:fs')
+    const s = net.connect(${JSON.stringify(handoffSocket)})
+    let text = ''
+    s.on('data', (d) => { text += d; if (text.includes('\\n')) { fs.writeFileSync(${JSON.stringify(marker)}, text); s.end() } })
+    s.write(${JSON.stringify(JSON.stringify(job) + '\n')})
+  `], { stdio: 'inherit' })
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  const nap = new Int32Array(new SharedArrayBuffer(4))
+  const end = Date.now() + 20000
+  while (!existsSync(marker) && Date.now() < end) Atomics.wait(nap, 0, 0, 2)
+  const answer = existsSync(marker) ? JSON.parse(readFileSync(marker, 'utf8')) : null
+  return { answer, exited }
+}
+
+const upload = (name, extra = {}) => ({ direction: 'upload', target: 'local', local: path.join(root, 'up.txt'), remote: `/handoff/${name}`, ...extra })
+
+beforeAll(async () => {
+  root = await tempDir('handoff-root-')
+  stateDir = await tempDir('handoff-state-')
+  targets = { local: { type: 'file', dir: await tempDir('handoff-store-') } }
+  await fs.writeFile(path.join(root, 'up.txt'), 'hello from the hand-off thread\n')
+  handoffSocket = path.join(stateDir, 'handoff.sock')
+  sc = await startTestSidecar({
+    stateDir,
+    roots: [root],
+    targets,
+    extra: { handoff: { listen: [`unix:${handoffSocket}`] } }
+  })
+})
+
+afterAll(async () => {
+  await sc?.stop()
+})
+
+describe('the hand-off socket', () => {
+  it('takes a job line and the job runs', async () => {
+    const c = connect(handoffSocket)
+    const answer = await c.ask(upload('one.txt'))
+    expect(answer).toMatchObject({ status: 202, state: 'queued' })
+    const job = (await sc.api.job(answer.id, 30)).json
+    expect(job).toMatchObject({ id: answer.id, state: 'succeeded', bytes: 31 })
+    c.end()
+  })
+
+  it('answers a job the API knows at once after its 202', async () => {
+    // The status is asked on the API's socket right after each answer, before the main thread
+    // has had a turn to read the thread's message unprompted.
+    const c = connect(handoffSocket)
+    for (let i = 0; i < 100; i++) {
+      const { id, status } = await c.ask(upload(`at-once-${i}.txt`))
+      expect(status).toBe(202)
+      expect(() => sc.scheduler.get(id)).not.toThrow()
+      const r = await sc.api.job(id)
+      expect(r.status).toBe(200)
+    }
+    c.end()
+  })
+
+  it('knows a job the thread answered before the main thread has read the thread\'s message', async () => {
+    const job = upload('busy.txt', { id: 'handoff-busy-0001' })
+    const { answer, exited } = await handOffWhileBusy(job)
+    expect(answer).toMatchObject({ status: 202, id: job.id })
+    // Still in the same turn of the event loop as the wait above.
+    expect(sc.scheduler.get(job.id).id).toBe(job.id)
+    await exited
+  })
+
+  it('answers the API\'s submission of an id the thread made meanwhile as a resubmission', async () => {
+    const job = upload('busy2.txt', { id: 'handoff-busy-0002' })
+    const { answer, exited } = await handOffWhileBusy(job)
+    expect(answer).toMatchObject({ status: 202, id: job.id })
+    const r = await sc.scheduler.submit(job) // the thread's message is still unread when this starts
+    expect(r).toMatchObject({ created: false })
+    expect(r.job.id).toBe(job.id)
+    expect((await sc.api.job(job.id, 30)).json.state).toBe('succeeded')
+    expect(sc.scheduler.list({ limit: 100000 }).filter((j) => j.id === job.id)).toHaveLength(1)
+    await exited
+  })
+
+  it('answers the same id again as the scheduler does, whichever side made the job', async () => {
+    const c = connect(handoffSocket)
+    const first = await c.ask(upload('same.txt', { id: 'handoff-same-0001' }))
+    expect(first).toMatchObject({ status: 202, id: 'handoff-same-0001' })
+    expect(await c.ask(upload('same.txt', { id: 'handoff-same-0001' }))).toMatchObject({ status: 200, id: 'handoff-same-0001' })
+    expect(await c.ask(upload('other.txt', { id: 'handoff-same-0001' }))).toMatchObject({ status: 409, id: 'handoff-same-0001', error: { code: 'JOB_CONFLICT' } })
+    // Made over HTTP, then handed off.
+    expect((await sc.api.submit(upload('http.txt', { id: 'handoff-http-0001' }))).status).toBe(202)
+    expect(await c.ask(upload('http.txt', { id: 'handoff-http-0001' }))).toMatchObject({ status: 200, id: 'handoff-http-0001' })
+    // Handed off, then submitted over HTTP.
+    await c.ask(upload('line.txt', { id: 'handoff-line-0001' }))
+    expect((await sc.api.submit(upload('line.txt', { id: 'handoff-line-0001' }))).status).toBe(200)
+    c.end()
+  })
+
+  it('makes one job per id when the thread and the API are asked at the same time', async () => {
+    const c = connect(handoffSocket)
+    const before = sc.scheduler.list({ limit: 100000 }).length
+    const ids = Array.from({ length: 40 }, (_, i) => `handoff-race-${String(i).padStart(4, '0')}`)
+    const answers = await Promise.all(ids.flatMap((id) => [
+      c.ask(upload(`${id}.txt`, { id })).then((a) => a.status),
+      sc.api.submit(upload(`${id}.txt`, { id })).then((r) => r.status)
+    ]))
+    // Each id: one 202 and one 200, in either order.
+    for (let i = 0; i < ids.length; i++) expect(answers.slice(2 * i, 2 * i + 2).sort()).toEqual([200, 202])
+    expect(sc.scheduler.list({ limit: 100000 }).length).toBe(before + ids.length)
+    c.end()
+  })
+
+  it('refuses what the API refuses, with the same codes', async () => {
+    const c = connect(handoffSocket)
+    expect(await c.ask(upload('x.txt', { target: 'nope' }))).toMatchObject({ status: 400, error: { code: 'UNKNOWN_TARGET' } })
+    expect(await c.ask(upload('x.txt', { local: '/etc/passwd' }))).toMatchObject({ status: 403, error: { code: 'PATH_NOT_ALLOWED' } })
+    expect(await c.ask(upload('x.txt', { local: path.join(root, 'missing.txt') }))).toMatchObject({ status: 422, error: { code: 'LOCAL_NOT_FOUND' } })
+    expect(await c.ask('{"direction":')).toMatchObject({ status: 400, error: { code: 'INVALID_JSON' } })
+    c.end()
+  })
+
+  it('answers an HTTP request with a JSON 400 that names the API\'s sockets', async () => {
+    const c = connect(handoffSocket)
+    c.socket.write('GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n')
+    await c.closed
+    expect(c.raw()).toMatch(/^HTTP\/1.1 400 /)
+    expect(c.raw()).toContain('"code":"INVALID_REQUEST"')
+    expect(c.raw()).toContain('handoff.listen')
+  })
+
+  it('keeps what it accepted across a restart', async () => {
+    const c = connect(handoffSocket)
+    const ids = []
+    for (let i = 0; i < 5; i++) ids.push((await c.ask(upload(`kept-${i}.txt`))).id)
+    c.end()
+    await sc.stop()
+    sc = await startTestSidecar({
+      stateDir,
+      roots: [root],
+      targets,
+      extra: { handoff: { listen: [`unix:${handoffSocket}`] } }
+    })
+    for (const id of ids) expect((await sc.api.job(id, 30)).json).toMatchObject({ id, state: 'succeeded' })
+  })
+})
+
+describe('the hand-off socket at the queue limit and with a token', () => {
+  let limited, limitedSocket
+  afterAll(async () => { await limited?.stop() })
+
+  it('refuses with QUEUE_FULL once the unfinished jobs of both sides reach queue.limit', async () => {
+    const dir = await tempDir('handoff-limit-')
+    const sock = limitedSocket = path.join(dir, 'handoff.sock')
+    // A target nobody answers: its jobs stay unfinished, retrying.
+    const closed = await new Promise((resolve) => { const s = net.createServer().listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)) }) })
+    limited = await startTestSidecar({
+      stateDir: dir,
+      roots: [root],
+      token: 'a-token-of-sixteen-chars',
+      targets: { dead: { type: 'http', url: `http://127.0.0.1:${closed}/`, retry: { attempts: 100, baseDelayMs: 5000, maxDelayMs: 5000 } } },
+      extra: { queue: { limit: 3 }, handoff: { listen: [`unix:${sock}`] } }
+    })
+    const c = connect(sock)
+    const job = (i) => ({ direction: 'upload', target: 'dead', local: path.join(root, 'up.txt'), remote: `/limit/${i}` })
+    expect(await c.ask(job(0))).toMatchObject({ status: 401, error: { code: 'UNAUTHORIZED' } })
+    await c.closed
+    const d = connect(sock)
+    expect(await d.ask({ token: 'a-token-of-sixteen-chars' })).toEqual({ status: 200 })
+    expect((await d.ask(job(1))).status).toBe(202)
+    expect((await limited.api.submit(job(2))).status).toBe(202)
+    expect((await d.ask(job(3))).status).toBe(202)
+    expect(await d.ask(job(4))).toMatchObject({ status: 429, error: { code: 'QUEUE_FULL' } })
+    expect((await limited.api.submit(job(5))).status).toBe(429)
+    d.end()
+  })
+
+  it('stops taking jobs when the daemon stops', async () => {
+    const stopping = limited.stop()
+    limited = null
+    await stopping
+    expect(await fs.stat(limitedSocket).catch((err) => err.code)).toBe('ENOENT')
+    const refused = await new Promise((resolve) => net.connect(limitedSocket).once('connect', () => resolve(null)).once('error', (err) => resolve(err.code)))
+    expect(refused).toBe('ENOENT')
+  })
+})
+
+describe('config handoff.listen', () => {
+  const base = async () => ({ stateDir: await tempDir('handoff-config-'), roots: [], targets: { t: { type: 'file', dir: '/tmp' } } })
+
+  it('is empty by default', async () => {
+    expect(validateConfig(await base()).handoff).toEqual({ listen: [] })
+  })
+
+  it('takes sockets and ports as listen does, none of them one of listen\'s', async () => {
+    const raw = await base()
+    const config = validateConfig({ ...raw, listen: ['127.0.0.1:8765'], handoff: { listen: ['unix:/run/x/handoff.sock', '127.0.0.1:8766'] } })
+    expect(config.handoff.listen).toEqual([{ type: 'unix', path: '/run/x/handoff.sock' }, { type: 'tcp', host: '127.0.0.1', port: 8766 }])
+    expect(() => validateConfig({ ...raw, listen: ['127.0.0.1:8765'], handoff: { listen: ['127.0.0.1:8765'] } })).toThrow(/handoff\.listen\[0\]: is also in listen/)
+    expect(() => validateConfig({ ...raw, handoff: { listen: ['10.0.0.1:8766'] } })).toThrow(/handoff\.listen\[0\]: refusing to listen on non-loopback/)
+    expect(() => validateConfig({ ...raw, handoff: { listen: 'unix:/x.sock' } })).toThrow(/handoff\.listen: must be an array/)
+    expect(() => validateConfig({ ...raw, handoff: { sockets: [] } })).toThrow(/handoff\.sockets: unknown key/)
+  })
+})

@@ -56,6 +56,8 @@ beforeAll(async () => {
   const store = await tempDir('php-client-store-')
   dirs.push(root, store)
   const callbackUrl = `http://127.0.0.1:${await freePort()}/hooks/`
+  const handoffSocket = path.join(await tempDir('php-client-handoff-'), 'handoff.sock')
+  dirs.push(path.dirname(handoffSocket))
   sc = await startTestSidecar({
     roots: [root],
     targets: {
@@ -65,6 +67,7 @@ beforeAll(async () => {
     },
     extra: {
       spool: { intervalMs: 200 },
+      handoff: { listen: [`unix:${handoffSocket}`] },
       callbacks: { allow: [callbackUrl], secret: CALLBACK_SECRET, attempts: 3, baseDelayMs: 200, maxDelayMs: 1000 }
     }
   })
@@ -73,6 +76,7 @@ beforeAll(async () => {
     ...process.env,
     SIDECAR_SOCKET: sc.socket,
     SIDECAR_PORT: String(new URL(sc.url).port),
+    SIDECAR_HANDOFF_SOCKET: handoffSocket,
     SIDECAR_ROOT: root,
     SIDECAR_SPOOL: sc.config.spool.dir,
     SIDECAR_CALLBACK_URL: callbackUrl,

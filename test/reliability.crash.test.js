@@ -1,9 +1,9 @@
 // Crash recovery under load: the daemon (a real child process, journal.sync "fsync" and "write"
 // turn about) is killed with SIGKILL at seeded random moments while 200 uploads and downloads (empty, small, a few MiB, tens of MiB) to a real
 // MiniDFSCluster (WebHDFS) and a real Apache httpd mod_dav are queued or running, and restarted
-// on the same state directory each time. A third of the jobs is handed over by Node over TCP,
-// two thirds by PHP (the acked TransferSidecar\Client, one process over the unix socket, one over
-// TCP) with the spool fallback: while the daemon is down PHP spools, and those jobs must run too.
+// on the same state directory each time. A quarter of the jobs is handed over by Node over TCP,
+// three quarters by PHP (the acked TransferSidecar\Client, one process over the unix socket, one over
+// TCP, one over the hand-off thread's socket, handoff.listen) with the spool fallback: while the daemon is down PHP spools, and those jobs must run too.
 // Every job has overwrite=false and (but for the httpd uploads that take the direct PUT, see
 // bodyOf) its expected sha256, so a double publish or a corrupt file fails the job. Afterwards: every job succeeded exactly once, every remote and local file is
 // there once with the right size and sha256, no other name (no temp, no partial) on any target or
@@ -32,6 +32,7 @@ const LONG = process.env.RELIABILITY_LONG === '1'
 const ROUNDS = LONG ? 60 : 20
 const JOBS = LONG ? 600 : 200
 const SEED = runSeed()
+const VIAS = ['node', 'php-unix', 'php-tcp', 'php-handoff']
 
 let hdfs, httpd, hd, root, stateDir, scratch, logDir, config, daemon, tcpBase
 let passed = false
@@ -49,6 +50,7 @@ beforeAll(async () => {
   tcpBase = `http://127.0.0.1:${port}`
   config = {
     listen: [`127.0.0.1:${port}`, `unix:${path.join(stateDir, 'sidecar.sock')}`],
+    handoff: { listen: [`unix:${path.join(stateDir, 'handoff.sock')}`] },
     stateDir,
     roots: [root],
     spool: { dir: path.join(stateDir, 'spool'), intervalMs: 200 },
@@ -105,7 +107,7 @@ function planJobs (rand) {
     const direction = rand() < 0.5 ? 'upload' : 'download'
     const target = rand() < 0.5 ? 'hdfs' : 'dav'
     const name = `j${String(i).padStart(4, '0')}-${size}.bin`
-    const via = ['node', 'php-unix', 'php-tcp'][i % 3]
+    const via = VIAS[i % VIAS.length]
     jobs.push({
       i,
       size,
@@ -123,7 +125,7 @@ function planJobs (rand) {
   // the rest trickled over ~25 s more (hand-offs keep coming while the daemon is down); longer
   // with more rounds.
   const scale = ROUNDS / 20
-  for (const via of ['node', 'php-unix', 'php-tcp']) {
+  for (const via of VIAS) {
     const mine = jobs.filter((j) => j.via === via)
     const burst = Math.round(mine.length * 0.6)
     mine.forEach((j, k) => {
@@ -237,7 +239,8 @@ describe(`kill -9 in ${ROUNDS} rounds under ${JOBS} transfers`, () => {
     const submitting = Promise.all([
       submitFromNode(jobs.filter((j) => j.via === 'node')),
       submitFromPhp(jobs.filter((j) => j.via === 'php-unix'), { socket: config.listen[1].slice(5) }, 'php-unix'),
-      submitFromPhp(jobs.filter((j) => j.via === 'php-tcp'), { host: '127.0.0.1', port: Number(tcpBase.split(':').pop()) }, 'php-tcp')
+      submitFromPhp(jobs.filter((j) => j.via === 'php-tcp'), { host: '127.0.0.1', port: Number(tcpBase.split(':').pop()) }, 'php-tcp'),
+      submitFromPhp(jobs.filter((j) => j.via === 'php-handoff'), { socket: config.listen[1].slice(5), handoff_socket: config.handoff.listen[0].slice(5) }, 'php-handoff')
     ])
     const progress = { submitted: false }
     submitting.finally(() => { progress.submitted = true }).catch(() => {})
@@ -260,9 +263,9 @@ describe(`kill -9 in ${ROUNDS} rounds under ${JOBS} transfers`, () => {
       await startDaemon()
     }
     const killsDone = Date.now()
-    const [nodeRefused, phpUnix, phpTcp] = await submitting
+    const [nodeRefused, phpUnix, phpTcp, phpHandoff] = await submitting
     expect(nodeRefused).toEqual([])
-    expect([...phpUnix.errors, ...phpTcp.errors]).toEqual([])
+    expect([...phpUnix.errors, ...phpTcp.errors, ...phpHandoff.errors]).toEqual([])
     expect(jobs.every((j) => typeof j.id === 'string')).toBe(true)
 
     // Every job ends, once: the daemon knows exactly these ids, each succeeded.
@@ -339,7 +342,10 @@ describe(`kill -9 in ${ROUNDS} rounds under ${JOBS} transfers`, () => {
     console.log(`reliability.crash: ${ROUNDS} kills, ${hit.length} with transfers running (${hit.reduce((n, r) => n + r.running, 0)} transfers cut), ` +
       `requeued at restarts: ${recovered.slice(1).reduce((n, r) => n + r.requeued, 0)}`)
     console.log(`reliability.crash: PHP ${phpJobs.length} jobs, ${phpJobs.filter((j) => j.spooled).length} seen in the spool after the call, ` +
-      `${spooledIds.size} created from the spool, ${duplicates.size} both acked and spooled (ran once)`)
+      `${spooledIds.size} created from the spool, ${duplicates.size} both acked and spooled (ran once); acked by the daemon, by client: ` +
+      VIAS.filter((v) => v !== 'node').map((v) => `${v} ${phpJobs.filter((j) => j.via === v && !j.spooled).length}`).join(', '))
+    // Each PHP client handed jobs to the daemon itself, not only to the spool.
+    for (const v of VIAS.filter((v) => v !== 'node')) expect(phpJobs.filter((j) => j.via === v && !j.spooled).length).toBeGreaterThan(0)
     console.log(`reliability.crash: attempts per job median ${attempts[attempts.length >> 1]}, max ${attempts.at(-1)}; ` +
       `kills ${((killsDone - prepared) / 1000).toFixed(1)} s, drain after the last restart ${((drained - killsDone) / 1000).toFixed(1)} s, ` +
       `total ${((Date.now() - t0) / 1000).toFixed(1)} s`)

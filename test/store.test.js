@@ -23,18 +23,20 @@ afterEach(async () => {
 
 const execFile = promisify(execFileCb)
 
-describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
+// ownThread: the hand-off thread's store (handoff-thread.js), whose "fsync" puts of one turn share
+// one synced write(2) on its own thread.
+describe.each([['fsync', false], ['write', false], ['fsync', true]])('journal.sync %s, ownThread %s', (sync, ownThread) => {
   describe('job store', () => {
     it('writes a durable record before put() resolves', async () => {
       const dir = await tempDir('store-')
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       await store.put({ id: 'a', state: 'queued' })
       expect(await states(dir)).toEqual(['a:queued'])
     })
 
     it('holds a non-durable record back until the next durable write, which supersedes it for the same job', async () => {
       const dir = await tempDir('store-')
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       await store.put({ id: 'a', state: 'queued' })
       await store.put({ id: 'b', state: 'queued' })
       await store.put({ id: 'a', state: 'running' }, { durable: false })
@@ -47,7 +49,7 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
 
     it('writes a held-back record within a moment when nothing else is written', async () => {
       const dir = await tempDir('store-')
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       await store.put({ id: 'a', state: 'queued' })
       await store.put({ id: 'a', state: 'running' }, { durable: false })
       store.remove('gone')
@@ -58,14 +60,14 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
 
     it('writes held-back records on close, and replays last record per job', async () => {
       const dir = await tempDir('store-')
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       await store.put({ id: 'a', state: 'queued' })
       await store.put({ id: 'b', state: 'queued' })
       await store.put({ id: 'a', state: 'running' }, { durable: false })
       store.remove('b')
       await store.close()
       expect(await states(dir)).toEqual(['a:queued', 'b:queued', 'a:running', 'del:b'])
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       expect(store.loaded()).toEqual([{ id: 'a', state: 'running' }])
       expect(await states(dir)).toEqual(['a:running']) // compacted at open
     })
@@ -74,7 +76,7 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
     // readline) lost such a job at the next start, or failed the start when a piece parsed as JSON.
     it('replays a record with U+2028, U+2029 or a carriage return in it, and a start survives any line that parses', async () => {
       const dir = await tempDir('store-')
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       const odd = [
         { id: 'ls', state: 'queued', remote: '/a\u2028b.txt' },
         { id: 'ps', state: 'queued', local: '/r/x\u2029y.txt' },
@@ -85,16 +87,16 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
       await store.close()
       // And lines that parse but are not records (a crash can leave any piece of a line).
       await fs.appendFile(path.join(dir, 'jobs.journal'), 'null\n42\n{"op":"put"}\n{"op":"put","job":{"id":7}}\n{"op":"del"}\n[]\n')
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       expect(store.loaded()).toEqual(odd)
       await store.close()
-      store = await openJobStore({ dir, sync }) // after the compaction at open, once more
+      store = await openJobStore({ dir, sync, ownThread }) // after the compaction at open, once more
       expect(store.loaded()).toEqual(odd)
     })
 
     it('has the line in the journal file when put() returns, before any await in "write" mode', async () => {
       const dir = await tempDir('store-')
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       await store.put({ id: 'a', state: 'queued' })
       const put = store.put({ id: 'b', state: 'queued' })
       const now = await states(dir) // the read is on the thread pool: an O_DSYNC write may land first
@@ -109,7 +111,7 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
     // restart must find: each live job's last record, with records of every length.
     it('keeps every live job\'s last record through many compactions, and holds no written record in memory', async () => {
       const dir = await tempDir('store-')
-      store = await openJobStore({ dir, sync, compactMinLines: 20 })
+      store = await openJobStore({ dir, sync, ownThread, compactMinLines: 20 })
       const model = new Map()
       let seed = 7
       const random = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n }
@@ -134,7 +136,7 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
         model.set('last', { id: 'last', state: `r${round}` })
         expect([...store.records.values()].filter((v) => typeof v === 'string')).toEqual([])
         await store.close()
-        store = await openJobStore({ dir, sync, compactMinLines: 20 })
+        store = await openJobStore({ dir, sync, ownThread, compactMinLines: 20 })
         const loaded = new Map(store.loaded().map((j) => [j.id, j]))
         expect(loaded).toEqual(model)
         expect((await lines(dir)).length).toBe(model.size) // compacted at open: one line per job
@@ -143,7 +145,7 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
 
     it('copies records longer than its read and write buffers (1 and 2 MiB) through compactions', async () => {
       const dir = await tempDir('store-')
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       const records = [
         { id: 'a', state: 'queued' },
         { id: 'long', state: 'queued', pad: 'é'.repeat(1.5 * 1024 * 1024) }, // 3 MiB of UTF-8
@@ -154,20 +156,20 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
       await store.compact() // from the journal's lines
       await store.compact() // from the compacted journal's
       await store.close()
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       expect(store.loaded().sort((x, y) => x.id.localeCompare(y.id))).toEqual(records.sort((x, y) => x.id.localeCompare(y.id)))
     })
 
     it('close() waits for a compaction and for the puts it held back', async () => {
       const dir = await tempDir('store-')
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       for (let i = 0; i < 2000; i++) await store.put({ id: `j${i}`, state: 'queued', pad: 'x'.repeat(500) }, { durable: i === 1999 })
       const compaction = store.compact()
       const late = store.put({ id: 'late', state: 'queued' }) // waits for the new journal
       await store.close()
       await compaction
       await late
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       expect(store.loaded().filter((j) => j.id === 'late')).toEqual([{ id: 'late', state: 'queued' }])
     })
 
@@ -175,7 +177,7 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
     // puts keep coming faster than one synced write.
     it('compact() runs while puts keep coming, and the journal keeps every job\'s last record', async () => {
       const dir = await tempDir('store-')
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       const run = { stop: false }
       const puts = []
       const last = new Map()
@@ -194,13 +196,13 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
       await Promise.all(puts)
       expect(outcome).toBe('compacted')
       await store.close()
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       expect(new Map(store.loaded().map((j) => [j.id, j]))).toEqual(last)
     })
 
     it('a record put while a compaction copies the journal is the one the next compaction keeps', async () => {
       const dir = await tempDir('store-')
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       const pad = 'x'.repeat(1000)
       for (let i = 0; i < 3000; i++) await store.put({ id: `j${i}`, state: 'queued', pad }, { durable: i % 500 === 499 })
       const compaction = store.compact()
@@ -217,7 +219,7 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
       expect(updated.size).toBeGreaterThan(1)
       await store.compact()
       await store.close()
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       const running = store.loaded().filter((j) => j.state === 'running').map((j) => j.id)
       expect(new Set(running)).toEqual(updated)
     })
@@ -228,7 +230,7 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
 
     it('a compaction that fails while the daemon runs neither crashes it nor leaves a put waiting for ever', async () => {
       const dir = await tempDir('store-')
-      store = await openJobStore({ dir, sync, compactMinLines: 2, logger: quiet })
+      store = await openJobStore({ dir, sync, ownThread, compactMinLines: 2, logger: quiet })
       await fs.mkdir(path.join(dir, 'jobs.journal.tmp')) // the next compaction cannot create its temp file (as EMFILE, ENOSPC)
       const unhandled = []
       const onUnhandled = (err) => unhandled.push(err)
@@ -244,7 +246,7 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
       }
       await store.close()
       await fs.rmdir(path.join(dir, 'jobs.journal.tmp'))
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       expect(store.loaded()).toEqual([{ id: 'a', state: 's2' }, { id: 'b', state: 'queued' }])
     })
 
@@ -281,11 +283,12 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
     // journal; the batch then failed, the job was refused (503), and yet it ran after a restart.
     it('a new job whose batch fails after a compaction copied the journal is not in it', async () => {
       const dir = await tempDir('store-')
-      store = await openJobStore({ dir, sync, compactMinLines: 10, logger: quiet })
+      store = await openJobStore({ dir, sync, ownThread, compactMinLines: 10, logger: quiet })
       const restore = await failWrites('{"op":"put","job":{"id":"X"')
       try {
         for (let i = 0; i < 10; i++) await store.put({ id: 'a', state: `s${i}` })
         const due = store.put({ id: 'a', state: 's10' }) // makes a compaction due once written
+        if (ownThread) await due // else both would share one write, at the end of this turn
         const refused = store.put({ id: 'X', state: 'queued' }) // waits for it, then fails
         await due
         await expect(refused).rejects.toMatchObject({ code: 'ENOSPC' })
@@ -293,7 +296,7 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
         restore()
       }
       await store.close()
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       expect(store.loaded()).toEqual([{ id: 'a', state: 's10' }])
     })
 
@@ -301,7 +304,7 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
     // the job, "succeeded" in the API, ran again after a restart.
     it('a later record of an existing job whose write failed is written with the next batch', async () => {
       const dir = await tempDir('store-')
-      store = await openJobStore({ dir, sync, logger: quiet })
+      store = await openJobStore({ dir, sync, ownThread, logger: quiet })
       await store.put({ id: 'a', state: 'running' })
       const restore = await failWrites('{"op":"put","job":{"id":"a","state":"succeeded"', { code: 'EIO' })
       try {
@@ -311,13 +314,13 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
       }
       await store.put({ id: 'b', state: 'queued' })
       await store.close()
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       expect(store.loaded()).toEqual([{ id: 'a', state: 'succeeded' }, { id: 'b', state: 'queued' }])
     })
 
     it('a compaction that fails before its rename leaves no temp file taking the disk', async () => {
       const dir = await tempDir('store-')
-      store = await openJobStore({ dir, sync, logger: quiet })
+      store = await openJobStore({ dir, sync, ownThread, logger: quiet })
       for (let i = 0; i < 5; i++) await store.put({ id: `j${i}`, state: 'queued' })
       const rename = fs.rename
       fs.rename = async () => { throw Object.assign(new Error('ENOSPC: injected'), { code: 'ENOSPC' }) }
@@ -329,7 +332,7 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
       expect(await fs.readdir(dir)).toEqual(['jobs.journal'])
       await store.put({ id: 'j5', state: 'queued' })
       await store.close()
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       expect(store.loaded().map((j) => j.id)).toEqual(['j0', 'j1', 'j2', 'j3', 'j4', 'j5'])
     })
 
@@ -339,7 +342,7 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
       const dir = await tempDir('store-')
       const script = `
       const { openJobStore } = await import(${JSON.stringify(new URL('../src/store.js', import.meta.url).href)})
-      const store = await openJobStore({ dir: ${JSON.stringify(dir)}, sync: ${JSON.stringify(sync)}, logger: { warn () {}, error () {}, info () {} } })
+      const store = await openJobStore({ dir: ${JSON.stringify(dir)}, sync: ${JSON.stringify(sync)}, ownThread: ${ownThread}, logger: { warn () {}, error () {}, info () {} } })
       const acked = []
       for (let i = 0; i < 60; i++) {
         try {
@@ -353,9 +356,32 @@ describe.each(['fsync', 'write'])('journal.sync %s', (sync) => {
       const acked = JSON.parse(stdout)
       expect(acked.length).toBeGreaterThan(10) // the journal filled up after some
       expect(acked.length).toBeLessThan(60)
-      store = await openJobStore({ dir, sync })
+      store = await openJobStore({ dir, sync, ownThread })
       const loaded = new Set(store.loaded().map((j) => j.id))
       expect(acked.filter((id) => !loaded.has(id))).toEqual([]) // was: the last one acknowledged
     })
+  })
+})
+
+describe('job store on a thread of its own ("fsync" mode)', () => {
+  it('writes the puts of one turn of the event loop with one synced write(2), on this thread', async () => {
+    const dir = await tempDir('store-')
+    store = await openJobStore({ dir, sync: 'fsync', ownThread: true })
+    const { writeSync } = fsSync
+    const writes = []
+    fsSync.writeSync = function (fd, data, ...rest) {
+      writes.push(data.toString().split('\n').filter(Boolean).length)
+      return writeSync.call(this, fd, data, ...rest)
+    }
+    syncBuiltinESMExports()
+    try {
+      await Promise.all(Array.from({ length: 10 }, (_, i) => store.put({ id: `j${i}`, state: 'queued' })))
+      await store.put({ id: 'k', state: 'queued' })
+    } finally {
+      fsSync.writeSync = writeSync
+      syncBuiltinESMExports()
+    }
+    expect(writes).toEqual([10, 1])
+    expect((await states(dir)).slice(-11)).toEqual([...Array.from({ length: 10 }, (_, i) => `j${i}:queued`), 'k:queued'])
   })
 })

@@ -18,6 +18,8 @@ final class BatchTest extends IntegrationTestCase
         yield 'lines over the unix socket' => [fn () => self::unixClient()];
         yield 'lines over TCP' => [fn () => self::tcpClient()];
         yield 'lines, persistent' => [fn () => self::unixClient(['persistent' => true])];
+        yield 'lines on the hand-off socket' => [fn () => self::handoffClient()];
+        yield 'lines on the hand-off socket, persistent' => [fn () => self::handoffClient(['persistent' => true])];
         yield 'http' => [fn () => self::unixClient(['protocol' => 'http'])];
     }
 

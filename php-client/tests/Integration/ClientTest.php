@@ -49,12 +49,13 @@ final class ClientTest extends IntegrationTestCase
     {
         yield 'lines' => ['lines'];
         yield 'http' => ['http'];
+        yield 'lines on the hand-off socket' => ['handoff'];
     }
 
     /** @dataProvider protocols */
     public function testTheCallersOwnIdMakesARetrySafe(string $protocol): void
     {
-        $client = self::unixClient(['protocol' => $protocol]);
+        $client = $protocol === 'handoff' ? self::handoffClient() : self::unixClient(['protocol' => $protocol]);
         [$src] = self::makeFile('own-id-' . bin2hex(random_bytes(3)), 10);
         $id = 'own-' . bin2hex(random_bytes(8));
         $remote = sprintf('/php/%s/own-id/%s.bin', self::$run, $id);

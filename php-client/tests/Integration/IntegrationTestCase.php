@@ -20,6 +20,7 @@ abstract class IntegrationTestCase extends TestCase
     public const ENV = [
         'SIDECAR_SOCKET' => 'unix socket of the daemon',
         'SIDECAR_PORT' => 'loopback TCP port of the daemon',
+        'SIDECAR_HANDOFF_SOCKET' => 'the daemon\'s hand-off socket (its handoff.listen)',
         'SIDECAR_ROOT' => 'a directory inside the daemon\'s roots',
         'SIDECAR_SPOOL' => 'the daemon\'s spool.dir',
         'SIDECAR_CALLBACK_URL' => 'a URL prefix under callbacks.allow on a free loopback port, e.g. http://127.0.0.1:PORT/hooks/',
@@ -63,6 +64,12 @@ abstract class IntegrationTestCase extends TestCase
     protected static function unixClient(array $options = []): Client
     {
         return new Client(['socket' => self::env('SIDECAR_SOCKET'), 'read_timeout' => 30.0] + $options);
+    }
+
+    /** Job lines to the hand-off thread's socket, the rest to the unix socket. @param array<string, mixed> $options */
+    protected static function handoffClient(array $options = []): Client
+    {
+        return self::unixClient(['handoff_socket' => self::env('SIDECAR_HANDOFF_SOCKET')] + $options);
     }
 
     /** @param array<string, mixed> $options */

@@ -37,6 +37,9 @@ final class ClientOptionsTest extends TestCase
         yield 'protocol not a string' => [['protocol' => true], 'protocol'];
         yield 'persistent not a bool' => [['persistent' => 1], 'persistent'];
         yield 'persistent over http' => [['persistent' => true, 'protocol' => 'http'], 'persistent'];
+        yield 'empty handoff_socket' => [['handoff_socket' => ''], 'handoff_socket'];
+        yield 'handoff_socket not a string' => [['handoff_socket' => 5], 'handoff_socket'];
+        yield 'handoff_socket over http' => [['handoff_socket' => '/run/h.sock', 'protocol' => 'http'], 'handoff_socket'];
     }
 
     /**

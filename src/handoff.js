@@ -35,16 +35,23 @@ export async function startHandoffThread ({ config, logger, lineTimeouts }) {
   port.unref()
   const next = (op) => new Promise((resolve) => { once = { op, settle: resolve } })
 
+  let opened = false
+  let closing = false
+  // The thread ended. Before it opened the journal, the start fails (below). While the daemon runs,
+  // no job can be recorded from now on: the daemon ends, as on any crash, and its next start
+  // recovers every job from the journal.
   const ended = (err) => {
-    failure ??= err
+    if (failure) return
+    failure = err
     for (const { reject } of waiting.values()) reject(failure)
     waiting.clear()
     once?.settle({ op: once.op, error: { message: failure.message } })
+    if (!opened || closing) return
+    logger.fatal({ err }, 'the hand-off thread ended; the daemon cannot record jobs and stops')
+    logger.flush?.()
+    setImmediate(() => { throw err })
   }
-  worker.on('error', (err) => {
-    logger.fatal({ err }, 'the hand-off thread failed; no job can be accepted or recorded')
-    ended(err)
-  })
+  worker.on('error', ended)
   worker.on('exit', (code) => ended(new Error(`the hand-off thread exited (code ${code})`)))
 
   function settle ({ n, known, error }) {
@@ -66,12 +73,13 @@ export async function startHandoffThread ({ config, logger, lineTimeouts }) {
     }
   }
 
-  const opened = await next('opened')
-  if (opened.error) {
+  const journal = await next('opened')
+  if (journal.error) {
     await worker.terminate()
-    throw new Error(`the hand-off thread could not open the journal: ${opened.error.message}`)
+    throw new Error(`the hand-off thread could not open the journal: ${journal.error.message}`)
   }
-  records = opened.records
+  opened = true
+  records = journal.records
 
   const store = {
     // As store.js's put; `create`: the job's first record, refused ({ known: true }) when the
@@ -106,6 +114,7 @@ export async function startHandoffThread ({ config, logger, lineTimeouts }) {
       return any
     },
     async close () {
+      closing = true
       if (!failure) {
         port.postMessage({ op: 'close' })
         const closed = await next('closed')

@@ -234,6 +234,18 @@ describe('the hand-off socket at the queue limit and with a token', () => {
   })
 })
 
+describe('the hand-off thread at the start', () => {
+  it('fails the start with the reason when it cannot open the journal', async () => {
+    const dir = await tempDir('handoff-nojournal-')
+    await fs.writeFile(path.join(dir, 'jobs'), 'not a directory')
+    await expect(startTestSidecar({ stateDir: dir, roots: [root], targets, extra: { handoff: { listen: [`unix:${path.join(dir, 'h.sock')}`] } } }))
+      .rejects.toThrow(/the hand-off thread could not open the journal: .*(EEXIST|ENOTDIR)/)
+    // Nothing is left behind: the state directory's lock is released (a second start gets as far).
+    await expect(startTestSidecar({ stateDir: dir, roots: [root], targets, extra: { handoff: { listen: [`unix:${path.join(dir, 'h.sock')}`] } } }))
+      .rejects.toThrow(/could not open the journal/)
+  })
+})
+
 describe('config handoff.listen', () => {
   const base = async () => ({ stateDir: await tempDir('handoff-config-'), roots: [], targets: { t: { type: 'file', dir: '/tmp' } } })
 

@@ -382,8 +382,24 @@ function validateSpool (value, stateDir) {
 // "fsync": a job is acknowledged once its record is on disk (fdatasync). "write": once the record is
 // in the journal file (in the page cache: it survives the daemon's crash, not the host's), synced
 // in the background within syncIntervalMs.
+function validateJournal (value) {
+  if (value !== undefined && !isObject(value)) throw new ConfigError('journal', 'must be an object')
+  const check = collector()
+  check(() => checkKeys(value ?? {}, Object.keys(DEFAULTS.journal), 'journal.'))
+  const { sync = DEFAULTS.journal.sync, syncIntervalMs } = value ?? {}
+  check(() => {
+    if (sync !== 'fsync' && sync !== 'write') throw new ConfigError('journal.sync', 'must be "fsync" or "write"')
+  })
+  const out = {
+    sync,
+    syncIntervalMs: check(() => int(syncIntervalMs, 'journal.syncIntervalMs', { min: 1, max: 60000, fallback: DEFAULTS.journal.syncIntervalMs }))
+  }
+  check.done()
+  return Object.freeze(out)
+}
+
 // handoff.listen: sockets that speak only the line protocol, served with the journal by a thread of
-// their own (hand-off-thread.js), so that the transfers on the main thread do not hold up a
+// their own (handoff-thread.js), so that the transfers on the main thread do not hold up a
 // hand-off's acknowledgement. None by default.
 function validateHandoff (value, hasToken, listen) {
   if (value !== undefined && !isObject(value)) throw new ConfigError('handoff', 'must be an object')
@@ -407,22 +423,6 @@ function validateHandoff (value, hasToken, listen) {
 }
 
 const listenKey = (l) => l.type === 'unix' ? `unix:${l.path}` : `${l.host}:${l.port}`
-
-function validateJournal (value) {
-  if (value !== undefined && !isObject(value)) throw new ConfigError('journal', 'must be an object')
-  const check = collector()
-  check(() => checkKeys(value ?? {}, Object.keys(DEFAULTS.journal), 'journal.'))
-  const { sync = DEFAULTS.journal.sync, syncIntervalMs } = value ?? {}
-  check(() => {
-    if (sync !== 'fsync' && sync !== 'write') throw new ConfigError('journal.sync', 'must be "fsync" or "write"')
-  })
-  const out = {
-    sync,
-    syncIntervalMs: check(() => int(syncIntervalMs, 'journal.syncIntervalMs', { min: 1, max: 60000, fallback: DEFAULTS.journal.syncIntervalMs }))
-  }
-  check.done()
-  return Object.freeze(out)
-}
 
 function validateCallbacks (value) {
   if (value !== undefined && !isObject(value)) throw new ConfigError('callbacks', 'must be an object')

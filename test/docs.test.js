@@ -33,7 +33,7 @@ describe('README', () => {
     const keys = ['listen', 'stateDir', 'roots', 'token', 'socketMode', 'socketGroup', 'shutdownGraceMs', 'logLevel', 'targets',
       ...Object.keys(DEFAULTS.queue).map((k) => `queue.${k}`), ...Object.keys(DEFAULTS.retry).map((k) => `retry.${k}`),
       ...Object.keys(DEFAULTS.timeouts).map((k) => `timeouts.${k}`),
-      'spool.dir', 'spool.intervalMs', 'callbacks.allow', 'callbacks.secret', 'callbacks.attempts', 'callbacks.timeoutMs',
+      'spool.dir', 'spool.intervalMs', 'journal.sync', 'journal.syncIntervalMs', 'handoff.listen', 'callbacks.allow', 'callbacks.secret', 'callbacks.attempts', 'callbacks.timeoutMs',
       'webhdfs.namenodes', 'webhdfs.user', 'webhdfs.base', 'webhdfs.delegation', 'webhdfs.headers', 'webhdfs.checksum',
       'http.url', 'http.atomic', 'http.atomicPut', 'file.dir', 'targets.*.concurrency', 'targets.*.tempSuffix']
     for (const key of keys) expect(table, key).toContain(`\`${key}\``)

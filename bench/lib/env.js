@@ -102,19 +102,27 @@ export async function setupEnv (opts, progress) {
     // `queue` adds to the queue settings, `targets` adds targets (e.g. a file target); `smallJobs`:
     // the warm-up includes small uploads (the hand-off, burst, reuse and web sections); `digest`:
     // the warm-up's jobs carry it, so that a daemon measured with digest "none" has not started its
-    // hashing thread for the warm-up (the concurrency section's sidecar-none).
-    async startDaemon (section, { quiet = false, journal = 'fsync', queue = {}, targets: more = {}, smallJobs = false, digest } = {}) {
+    // hashing thread for the warm-up (the concurrency section's sidecar-none); `handoff`: a
+    // hand-off thread on a socket of its own (handoff.listen), as `d.handoffSocket`.
+    async startDaemon (section, { quiet = false, journal = 'fsync', queue = {}, targets: more = {}, smallJobs = false, digest, handoff = false } = {}) {
       if (daemon) await daemon.stop()
       if (opts.cpuProfDir) await fs.mkdir(opts.cpuProfDir, { recursive: true })
+      const name = `sidecar-${++count}-${section}`
+      const handoffSocket = handoff ? path.join(workDir, `${name}-handoff.sock`) : null
       const d = await startSidecar({
         workDir,
-        name: `sidecar-${++count}-${section}`,
+        name,
         roots: [filesDir],
         targets: { ...daemonTargets, ...more },
         cpuProfDir: opts.cpuProfDir,
         // The hand-off sections queue tens of thousands of small jobs.
-        extra: { queue: { limit: 1_000_000, ...queue }, ...(journal !== 'fsync' && { journal: { sync: journal } }) }
+        extra: {
+          queue: { limit: 1_000_000, ...queue },
+          ...(journal !== 'fsync' && { journal: { sync: journal } }),
+          ...(handoffSocket && { handoff: { listen: [`unix:${handoffSocket}`] } })
+        }
       })
+      d.handoffSocket = handoffSocket
       onCleanup(() => d.stop())
       onExitKill(() => d.killNow())
       daemon = d

@@ -1,6 +1,7 @@
 // Section 3a: what it costs a PHP request to get a small upload (4 KiB, to httpd) off its hands,
 // in a burst of calls back to back: the sidecar acked over the unix socket and TCP (line protocol;
-// acked-http-unix: POST /v1/jobs), the sidecar
+// acked-http-unix: POST /v1/jobs; acked-thread: the line protocol on the hand-off thread's socket,
+// handoff.listen, with the client's handoff_socket), the sidecar
 // without reading the answer, exec('curl … &'), and the blocking php-curl PUT itself. After each
 // variant the uploads are let finish; lost = handed off (the call returned) but never done.
 // The daemon runs the uploads (4 at once) while the burst goes on, as it would in production.
@@ -22,9 +23,9 @@ import { runPhp } from './php.js'
 import { cpuSeconds } from './procfs.js'
 
 const FILE_BYTES = 4096
-const SIDECAR_VARIANTS = ['acked-unix', 'acked-tcp', 'acked-http-unix', 'noack-unix']
+const SIDECAR_VARIANTS = ['acked-unix', 'acked-tcp', 'acked-http-unix', 'acked-thread', 'noack-unix']
 const EXEC_WAIT_MS = 300_000
-const EST_CALL_S = { 'acked-unix': 0.004, 'acked-tcp': 0.004, 'acked-http-unix': 0.004, 'noack-unix': 0.002, 'exec-curl': 0.015, direct: 0.0015, 'redis-lpush': 0.0002, fdatasync: 0.0005, 'fdatasync-loaded': 0.0015 }
+const EST_CALL_S = { 'acked-unix': 0.004, 'acked-tcp': 0.004, 'acked-http-unix': 0.004, 'acked-thread': 0.004, 'noack-unix': 0.002, 'exec-curl': 0.015, direct: 0.0015, 'redis-lpush': 0.0002, fdatasync: 0.0005, 'fdatasync-loaded': 0.0015 }
 const PACE_US = 5000
 const REDIS_KEY = 'sidecar-bench-jobs'
 // A journal line of a small upload, about as long as the daemon's (the floor's appended write).
@@ -185,7 +186,7 @@ export async function runHandoff (env, opts, progress) {
   for (const mode of sidecars.length ? opts.journalModes : []) {
     let daemon
     try {
-      daemon = await env.startDaemon(`handoff-${mode}`, { journal: mode, smallJobs: true })
+      daemon = await env.startDaemon(`handoff-${mode}`, { journal: mode, smallJobs: true, handoff: sidecars.some((v) => baseOf(v) === 'acked-thread') })
     } catch (err) {
       // e.g. a daemon that does not know journal.sync yet: the other mode still runs.
       skippedModes.push({ mode, error: err.message.split('\n')[0] })
@@ -215,6 +216,7 @@ async function runVariant ({ env, opts, progress, variant, mode, daemon, redis, 
     pauseUs,
     file,
     socket: daemon?.socketPath,
+    handoffSocket: daemon?.handoffSocket,
     port: daemon?.port,
     sidecarTarget: http.sidecarName,
     remotePrefix: prefix, // flat names: the uploads need no new collection

@@ -216,14 +216,14 @@ export function handoffGoals (results) {
     out.push({
       goal: 'acked hand-off, one call every 5 ms, median ≤ 60 µs ("write" mode, unix socket)',
       met: known(pacedWrite?.medianUs) ? pacedWrite.medianUs <= 60 : null,
-      detail: `${us(pacedWrite)} (TCP ${us(at('acked-tcp-paced', 'write'))}; over HTTP ${us(at('acked-http-unix-paced', 'write'))}; direct PUT ${us(at('direct-paced'))})`
+      detail: `${us(pacedWrite)} (TCP ${us(at('acked-tcp-paced', 'write'))}; over HTTP ${us(at('acked-http-unix-paced', 'write'))}; hand-off thread ${us(at('acked-thread-paced', 'write'))}; direct PUT ${us(at('direct-paced'))})`
     })
     const pacedFsync = at('acked-unix-paced', 'fsync')
     const floor = at('fdatasync-paced')
     out.push({
       goal: 'acked hand-off, one call every 5 ms, median ≤ bare fdatasync median + 60 µs ("fsync" mode, unix socket)',
       met: known(pacedFsync?.medianUs, floor?.medianUs) ? pacedFsync.medianUs <= floor.medianUs + 60 : null,
-      detail: `${us(pacedFsync)} against fdatasync ${us(floor)} + 60 (TCP ${us(at('acked-tcp-paced', 'fsync'))}; over HTTP ${us(at('acked-http-unix-paced', 'fsync'))})`
+      detail: `${us(pacedFsync)} against fdatasync ${us(floor)} + 60 (TCP ${us(at('acked-tcp-paced', 'fsync'))}; over HTTP ${us(at('acked-http-unix-paced', 'fsync'))}; hand-off thread ${us(at('acked-thread-paced', 'fsync'))})`
     })
     for (const mode of ['fsync', 'write']) {
       const b2b = at('acked-unix', mode)
@@ -235,6 +235,15 @@ export function handoffGoals (results) {
         detail: `${us(b2b)} back to back, ${us(paced)} paced (TCP ${us(at('acked-tcp', mode))}, ${us(at('acked-tcp-paced', mode))}; over HTTP ${us(at('acked-http-unix', mode))}, ${us(at('acked-http-unix-paced', mode))})` +
           (mode === 'fsync' && at('fdatasync-loaded') ? `; bare fdatasync back to back ${us(at('fdatasync'))} alone, ${us(at('fdatasync-loaded'))} while php-curl PUTs to httpd on the same disk` : '')
       })
+      const threadB2b = at('acked-thread', mode)
+      const threadPaced = at('acked-thread-paced', mode)
+      if (threadB2b || threadPaced) {
+        out.push({
+          goal: `acked hand-off back to back, median ≤ 2 × the paced median ("${mode}" mode, the hand-off thread's socket, handoff.listen)`,
+          met: known(threadB2b?.medianUs, threadPaced?.medianUs) ? threadB2b.medianUs <= 2 * threadPaced.medianUs : null,
+          detail: `${us(threadB2b)} back to back, ${us(threadPaced)} paced`
+        })
+      }
     }
     const b2bWrite = at('acked-unix', 'write')
     const redisPaced = at('redis-lpush-paced')

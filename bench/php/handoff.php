@@ -34,8 +34,11 @@ $errors = [];
 $redis = null;
 
 $call = match ($variant) {
-    'acked-unix', 'acked-tcp', 'acked-http-unix', 'noack-unix' => (static function () use ($a, $variant, $file, &$ids): callable {
+    'acked-unix', 'acked-tcp', 'acked-http-unix', 'acked-thread', 'noack-unix' => (static function () use ($a, $variant, $file, &$ids): callable {
         $options = $variant === 'acked-tcp' ? ['host' => '127.0.0.1', 'port' => (int) $a['port']] : ['socket' => $a['socket']];
+        if ($variant === 'acked-thread') {
+            $options['handoff_socket'] = $a['handoffSocket']; // the hand-off thread's socket (handoff.listen)
+        }
         // The client's default protocol is the line protocol; acked-http-unix is POST /v1/jobs.
         $options['protocol'] = $variant === 'acked-http-unix' ? 'http' : 'lines';
         $client = new Client($options + ['read_timeout' => 30.0]);

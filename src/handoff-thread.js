@@ -16,6 +16,7 @@ import path from 'node:path'
 import { openJobStore } from './store.js'
 import { lineProtocol } from './http/lines.js'
 import { parseJobRequest, newJob } from './jobs.js'
+import { reserve } from './handoff.js'
 import { resolveSource, resolveDestination } from './paths.js'
 import { clearStaleSocket, listen, listenPrivately } from './sockets.js'
 import * as errors from './errors.js'
@@ -27,7 +28,7 @@ const NOT_LINES = 'this socket speaks only the line protocol (handoff.listen); H
 
 // Log lines go to the main thread's logger (its destination, its redaction).
 const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal']
-const logger = { isLevelEnabled: (level) => LEVELS.indexOf(level) >= LEVELS.indexOf(config.logLevel) }
+const logger = { isLevelEnabled: (level) => config.logLevel !== 'silent' && LEVELS.indexOf(level) >= LEVELS.indexOf(config.logLevel) }
 for (const level of LEVELS) {
   logger[level] = (obj, msg) => {
     if (logger.isLevelEnabled(level)) port.postMessage({ op: 'log', level, obj: loggable(obj), msg })
@@ -39,13 +40,15 @@ let asks = 0
 const making = new Map() // id → promise of the first record of a job made here, until written
 let stopping = false
 let servers = []
+const silent = new Set() // connections that have sent nothing yet: closed at once at a stop
 const lines = lineProtocol({ config, scheduler: { submit }, logger, timeouts: lineTimeouts })
 
 const store = await openJobStore({ dir: path.join(config.stateDir, 'jobs'), logger, ...config.journal, ownThread: true })
 port.on('message', (m) => {
   switch (m.op) {
     case 'put': return put(m)
-    case 'remove': return store.remove(m.id)
+    case 'remove': return store.remove(m.id).catch(() => {}) // only after close (a stop's last moments)
+    case 'known': return knownHere(m.id).then((has) => port.postMessage({ op: 'done', n: m.n, has }))
     case 'answer': return answered(m)
     case 'listen': return startListening().then(() => port.postMessage({ op: 'listening', addresses: servers.map((s) => s.address) }),
       (err) => port.postMessage({ op: 'listening', error: { message: err.message, code: err.code } }))
@@ -66,6 +69,14 @@ async function put ({ n, record, durable, create }) {
   }
   const written = store.put(record, { durable })
   if (n) written.then(() => port.postMessage({ op: 'done', n }), (err) => port.postMessage({ op: 'done', n, error: { message: err.message, code: err.code } }))
+  else written.catch(() => {}) // not durable: resolved at once, or refused after close
+}
+
+// Whether a job of this id exists here, once one being made here is written (or failed): a job
+// made here is posted to the main thread before this answers.
+async function knownHere (id) {
+  await making.get(id)?.catch(() => {})
+  return store.records.has(id)
 }
 
 // scheduler.submit's acceptance, for the line protocol (lines.js): the same checks, errors and
@@ -73,18 +84,17 @@ async function put ({ n, record, durable, create }) {
 async function submit (body, recorded) {
   if (stopping) throw new errors.ShuttingDownError('the sidecar is shutting down; retry on another instance or later')
   const spec = parseJobRequest(body, config)
-  if (spec.id && store.records.has(spec.id)) return ask(body)
+  // A known id: the main thread answers, once a job of that id being made here is posted to it.
+  if (spec.id && store.records.has(spec.id) && await knownHere(spec.id)) return ask(body)
   if (spec.direction === 'upload') await resolveSource(spec.local, config.roots)
   else await resolveDestination(spec.local, config.roots)
   // Jobs whose first record is still being written are waited for before a refusal (scheduler.js).
   while (Atomics.load(counter, 0) >= config.queue.limit && making.size) await Promise.allSettled(making.values())
-  if (spec.id && store.records.has(spec.id)) return ask(body)
-  const unfinished = Atomics.load(counter, 0)
-  if (unfinished >= config.queue.limit) {
-    throw new errors.QueueFullError(`the queue holds ${unfinished} unfinished jobs (limit ${config.queue.limit})`)
+  if (spec.id && store.records.has(spec.id) && await knownHere(spec.id)) return ask(body)
+  if (!reserve(counter, config.queue.limit)) {
+    throw new errors.QueueFullError(`the queue holds ${Atomics.load(counter, 0)} unfinished jobs (limit ${config.queue.limit})`)
   }
   const job = newJob(spec, new Date().toISOString())
-  Atomics.add(counter, 0, 1)
   const persisted = store.put(job)
   making.set(job.id, persisted)
   recorded?.()
@@ -133,12 +143,16 @@ async function startListening () {
 
 // The first bytes decide, as on the API's sockets (listeners.js): a line, or a clear refusal.
 function serve (socket) {
-  const silent = () => socket.destroy()
-  socket.setTimeout(FIRST_BYTE_MS, silent)
-  socket.once('error', silent)
+  const quiet = () => socket.destroy()
+  if (stopping) return quiet()
+  silent.add(socket)
+  socket.once('close', () => silent.delete(socket))
+  socket.setTimeout(FIRST_BYTE_MS, quiet)
+  socket.once('error', quiet)
   socket.once('data', (first) => {
-    socket.setTimeout(0, silent)
-    socket.off('error', silent)
+    silent.delete(socket)
+    socket.setTimeout(0, quiet)
+    socket.off('error', quiet)
     if (first[0] === 0x7b) return lines.serve(socket, first) // "{"
     const body = JSON.stringify({ error: { code: 'INVALID_REQUEST', message: NOT_LINES } })
     socket.on('error', () => {})
@@ -154,6 +168,7 @@ async function stopListening (graceMs) {
     server.close(() => (l.type === 'unix' ? fs.unlink(l.path).catch(() => {}) : Promise.resolve()).finally(resolve))
   }))
   servers = []
+  for (const socket of silent) socket.destroy() // nothing sent yet: nothing to answer
   lines.closeIdle()
   const timer = setTimeout(() => lines.destroyAll(), graceMs)
   await Promise.all(closing)

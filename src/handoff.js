@@ -4,6 +4,17 @@
 import { Worker, MessageChannel, receiveMessageOnPort } from 'node:worker_threads'
 import { asSidecarError } from './http/respond.js'
 
+// Takes a place among the `limit` unfinished jobs counted in `counter` (an Int32Array shared by the
+// main thread and the hand-off thread, which both make jobs), or says there is none.
+export function reserve (counter, limit) {
+  for (let n = Atomics.load(counter, 0); n < limit;) {
+    const was = Atomics.compareExchange(counter, 0, n, n + 1)
+    if (was === n) return true
+    n = was
+  }
+  return false
+}
+
 // `counter`: the number of unfinished jobs, shared with the thread (the queue limit).
 // `lineTimeouts`: as lineProtocol's (http/lines.js), shorter in tests.
 export async function startHandoffThread ({ config, logger, lineTimeouts }) {
@@ -54,10 +65,11 @@ export async function startHandoffThread ({ config, logger, lineTimeouts }) {
   worker.on('error', ended)
   worker.on('exit', (code) => ended(new Error(`the hand-off thread exited (code ${code})`)))
 
-  function settle ({ n, known, error }) {
+  function settle ({ n, known, has, error }) {
     const { resolve, reject } = waiting.get(n)
     waiting.delete(n)
-    if (known) reject(Object.assign(new Error('a job of this id was made by a hand-off'), { known: true }))
+    if (has !== undefined) resolve(has) // the answer to known()
+    else if (known) reject(Object.assign(new Error('a job of this id was made by a hand-off'), { known: true }))
     else if (error) reject(Object.assign(new Error(error.message), { code: error.code }))
     else resolve()
   }
@@ -98,6 +110,14 @@ export async function startHandoffThread ({ config, logger, lineTimeouts }) {
       if (failure) return Promise.reject(failure)
       port.postMessage({ op: 'remove', id })
       return Promise.resolve()
+    },
+    // Whether the thread has a job of this id (its write waited for): the main thread's last look
+    // before it refuses a job with a known id as QUEUE_FULL.
+    known (id) {
+      if (failure) return Promise.resolve(false)
+      const n = ++puts
+      port.postMessage({ op: 'known', n, id })
+      return new Promise((resolve, reject) => waiting.set(n, { resolve, reject }))
     },
     loaded () {
       const loaded = records

@@ -5,6 +5,7 @@ import { upload, download, finishPublish, discardPartial } from './transfer.js'
 import { parseJobRequest, newJob, sameRequest, hashesSha256, FINAL_STATES, STATES } from './jobs.js'
 import { resolveSource, resolveDestination } from './paths.js'
 import { MAX_TIMER_MS } from './config.js'
+import { reserve } from './handoff.js'
 import {
   toSidecarError, CancelledError, JobConflictError, JobFinishedError, JobNotFoundError, QueueFullError,
   ShuttingDownError, StoreUnavailableError, InterruptedError
@@ -198,12 +199,17 @@ export class Scheduler {
     }
     // Again: the same id may have been submitted while the paths were being checked.
     if (spec.id && this.jobs.has(spec.id)) return this.#resubmitted(spec, body)
-    if (this.unfinished >= this.config.queue.limit) {
+    // The place is taken at once: the hand-off thread takes places in the same count (handoff.js).
+    if (!reserve(this.counter, this.config.queue.limit)) {
+      // A job of this id the hand-off thread is making is this one again, not a new one.
+      if (spec.id && await this.store.known?.(spec.id)) {
+        this.store.drain()
+        if (this.jobs.has(spec.id)) return this.#resubmitted(spec, body)
+      }
       throw new QueueFullError(`the queue holds ${this.unfinished} unfinished jobs (limit ${this.config.queue.limit})`)
     }
     const job = newJob(spec, this.now())
     this.jobs.set(job.id, job)
-    this.#count(1)
     const persisted = this.store.put(job, { create: true })
     this.persisting.set(job.id, persisted)
     recorded?.()
@@ -212,7 +218,7 @@ export class Scheduler {
     } catch (err) {
       if (this.jobs.get(job.id) === job) this.jobs.delete(job.id)
       this.#count(-1)
-      this.persisting.delete(job.id)
+      if (this.persisting.get(job.id) === persisted) this.persisting.delete(job.id)
       // Made meanwhile by a hand-off (handoff.js), which is read before this answer: the same id again.
       if (err.known) return this.#resubmitted(spec, body)
       this.logger.error({ err }, 'cannot persist job')
@@ -264,6 +270,9 @@ export class Scheduler {
   // and its submission already counted (handoff.js).
   adopt (job) {
     this.jobs.set(job.id, job)
+    // A submission of the same id here, still waiting to hear that the thread has it, must not
+    // hide this job (see get): its place in `persisting` goes now, its answer follows.
+    this.persisting.delete(job.id)
     setImmediate(() => {
       this.metrics.jobAccepted(job)
       this.#log(job)

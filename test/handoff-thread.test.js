@@ -2,7 +2,7 @@
 // of its own, served with the journal by a thread of their own. The same answers, errors and
 // durability as the line protocol on the API's sockets; one job per id whichever side makes it; a
 // job answered there is known to the API at once. A daemon with a `file` target, in this process.
-import { describe, it, expect, beforeAll, afterAll } from 'vitest'
+import { describe, it, expect, beforeAll, afterAll, afterEach } from 'vitest'
 import fs from 'node:fs/promises'
 import net from 'node:net'
 import path from 'node:path'
@@ -38,6 +38,7 @@ function connect (address) {
     socket,
     closed,
     raw: () => all,
+    next,
     async ask (job) {
       socket.write((typeof job === 'string' ? job : JSON.stringify(job)) + '\n')
       return JSON.parse(await next())
@@ -261,5 +262,137 @@ describe('config handoff.listen', () => {
     expect(() => validateConfig({ ...raw, handoff: { listen: ['10.0.0.1:8766'] } })).toThrow(/handoff\.listen\[0\]: refusing to listen on non-loopback/)
     expect(() => validateConfig({ ...raw, handoff: { listen: 'unix:/x.sock' } })).toThrow(/handoff\.listen: must be an array/)
     expect(() => validateConfig({ ...raw, handoff: { sockets: [] } })).toThrow(/handoff\.sockets: unknown key/)
+  })
+})
+
+// Found by review, each failing on the code before its fix: a daemon whose one target nobody
+// answers, so that its jobs stay unfinished (retrying) and the queue limit can be reached.
+describe('the hand-off thread beside the API, at the edges', () => {
+  let d
+  afterEach(async () => {
+    await d?.stop()
+    d = null
+  })
+
+  async function start ({ limit = 1000, logLevel } = {}) {
+    const dir = await tempDir('handoff-edge-')
+    const sock = path.join(dir, 'handoff.sock')
+    const port = await new Promise((resolve) => { const s = net.createServer().listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)) }) })
+    d = await startTestSidecar({
+      stateDir: dir,
+      roots: [root],
+      targets: { dead: { type: 'http', url: `http://127.0.0.1:${port}/`, retry: { attempts: 100, baseDelayMs: 60000, maxDelayMs: 60000 } } },
+      extra: { queue: { limit }, handoff: { listen: [`unix:${sock}`] }, ...(logLevel && { logLevel }) }
+    })
+    const job = (i, extra = {}) => ({ direction: 'upload', target: 'dead', local: path.join(root, 'up.txt'), remote: `/edge/${i}`, ...extra })
+    return { sock, job }
+  }
+
+  it('a connection that has sent nothing does not hold up the stop', async () => {
+    const { sock } = await start()
+    const s = net.connect(sock)
+    s.on('error', () => {})
+    await new Promise((resolve) => s.once('connect', resolve))
+    const t0 = Date.now()
+    await d.stop()
+    d = null
+    expect(Date.now() - t0).toBeLessThan(3000) // was: the 10 s first-byte timeout
+    s.destroy()
+  })
+
+  it('the same id twice at the queue limit is one job, answered 202 then 200, over lines and over HTTP', async () => {
+    const { sock, job } = await start({ limit: 1 })
+    const c = connect(sock)
+    for (let i = 0; i < 5; i++) {
+      const line = JSON.stringify(job(i, { id: `edge-same-${String(i).padStart(4, '0')}` })) + '\n'
+      c.socket.write(line + line) // pipelined: the second comes while the first is being written
+      const statuses = [JSON.parse(await c.next()).status, JSON.parse(await c.next()).status]
+      expect(statuses).toEqual([202, 200]) // was: 202, 429 QUEUE_FULL
+      await d.scheduler.cancel(`edge-same-${String(i).padStart(4, '0')}`)
+    }
+    const body = job(9, { id: 'edge-same-http' })
+    c.socket.write(JSON.stringify(body) + '\n')
+    const http = d.api.submit(body)
+    expect([JSON.parse(await c.next()).status, (await http).status].sort()).toEqual([200, 202])
+    c.end()
+  })
+
+  it('a job the thread answered is found at once even while the API submits its id', async () => {
+    const { sock, job } = await start()
+    const c = connect(sock)
+    const missed = []
+    for (let i = 0; i < 200; i++) {
+      const id = `edge-found-${String(i).padStart(5, '0')}`
+      const found = new Promise((resolve) => {
+        const onData = (chunk) => {
+          if (!String(chunk).includes(id)) return
+          c.socket.off('data', onData)
+          try { d.scheduler.get(id) } catch (err) { missed.push(`${id} ${err.code}`) } // in the answer's own turn
+          resolve()
+        }
+        c.socket.on('data', onData)
+      })
+      c.socket.write(JSON.stringify(job(i, { id })) + '\n')
+      const api = d.scheduler.submit(job(i, { id })).catch((err) => err)
+      await found
+      await api
+      await c.next()
+    }
+    expect(missed).toEqual([]) // was: JOB_NOT_FOUND for ~8 % of them
+    c.end()
+  })
+
+  it('never holds more than queue.limit unfinished jobs when both threads take the last places', async () => {
+    const limit = 20
+    const { sock, job } = await start({ limit })
+    let n = 0
+    const run = { on: true }
+    const s = net.connect(sock)
+    s.on('error', () => {})
+    let inFlight = 0
+    let rest = ''
+    const pump = () => {
+      let text = ''
+      while (run.on && inFlight < 32) { text += JSON.stringify(job(n++)) + '\n'; inFlight++ }
+      if (text) s.write(text)
+    }
+    s.on('data', (chunk) => {
+      const parts = (rest + chunk).split('\n')
+      rest = parts.pop()
+      inFlight -= parts.length
+      pump()
+    })
+    await new Promise((resolve) => s.once('connect', resolve))
+    pump()
+    const api = Array.from({ length: 4 }, async () => {
+      while (run.on) {
+        await d.scheduler.submit(job(n++)).catch(() => {})
+        await new Promise((resolve) => setImmediate(resolve))
+      }
+    })
+    let most = 0
+    for (const until = Date.now() + 8000; Date.now() < until;) {
+      await new Promise((resolve) => setTimeout(resolve, 5))
+      most = Math.max(most, d.scheduler.unfinished)
+      const queued = d.scheduler.list({ state: 'queued', limit: 1000 })
+      for (const j of queued.slice(0, 1)) await d.scheduler.cancel(j.id).catch(() => {}) // a place freed
+    }
+    run.on = false
+    await Promise.all(api)
+    s.destroy()
+    expect(most).toBeLessThanOrEqual(limit) // was: 21
+  })
+
+  it('logs nothing, and sends nothing to the main thread to log, at logLevel "silent"', async () => {
+    const { sock } = await start({ logLevel: 'silent' })
+    const calls = []
+    for (const level of ['trace', 'debug', 'info', 'warn', 'error', 'fatal']) {
+      const was = d.logger[level]
+      d.logger[level] = (...args) => { calls.push(level); return was.apply(d.logger, args) }
+    }
+    const c = connect(sock)
+    for (let i = 0; i < 20; i++) expect((await c.ask('{"direction":')).status).toBe(400)
+    c.end()
+    expect(calls).toEqual([]) // was: one message per refused line
   })
 })

@@ -12,8 +12,9 @@
 //   node bench/job-cpu.js [--jobs 2000] [--rounds 2] [--window 16] [--sync write|fsync]
 //                         [--target http|file] [--size 4096] [--keep-finished 1000] [--httpd-dir DIR]
 //                         [--log-level warn] [--node-flag FLAG ...]
-//                         [--connect-each] [--handoff] [--cpu-prof DIR [--cpu-prof-interval US]]
+//                         [--connect-each] [--handoff] [--pause-ms N] [--cpu-prof DIR [--cpu-prof-interval US]]
 // --handoff hands off on a socket of handoff.listen (the hand-off thread) instead of one of listen.
+// --pause-ms N: N ms after each answer before the next line (with --window 1: paced hand-offs).
 // --node-flag adds a node/V8 flag to the production ones, to try one against them.
 // --httpd-dir puts httpd's files elsewhere (e.g. a tmpfs), as a remote server's would be: on one
 // disk, a journal sync in "fsync" mode also commits what httpd wrote since the last one.
@@ -42,6 +43,7 @@ const { values: o } = parseArgs({
     'node-flag': { type: 'string', multiple: true, default: [] },
     'connect-each': { type: 'boolean', default: false },
     handoff: { type: 'boolean', default: false },
+    'pause-ms': { type: 'string', default: '0' },
     'cpu-prof': { type: 'string' },
     'cpu-prof-interval': { type: 'string' }
   }
@@ -81,6 +83,7 @@ const handOff = (round) => (o['connect-each'] ? handOffEach : handOffLines)(o.ha
   count: N,
   window: W,
   job: (i) => ({ direction: 'upload', target: 't', local: paths[i], remote: `/job-cpu/r${round}/f${i}`, overwrite: true }),
+  pauseMs: Number(o['pause-ms']),
   onAnswer: (answer) => { lastId = answer.id }
 })
 

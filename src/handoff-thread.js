@@ -6,9 +6,9 @@
 // This thread is the journal's only writer, so it is also where every job is made: it knows each
 // live job's id (the journal's records), and a line whose id is known here, or one the main thread
 // is making, is passed to the main thread's scheduler.submit to answer, as POST /v1/jobs would. A
-// new job is answered once its record is on disk (as the journal's mode says), after it has been
-// posted to the main thread, which runs it (handoff.js; the main thread reads the port before it
-// says a job does not exist, so a status asked right after the answer finds it).
+// new job is answered once its record is on disk (as the journal's mode says), and posted to the
+// main thread, which runs it, right after (handoff.js; the main thread waits for the message
+// before it says a job does not exist, so a status asked right after the answer finds it).
 import { workerData } from 'node:worker_threads'
 import net from 'node:net'
 import fs from 'node:fs/promises'
@@ -16,12 +16,12 @@ import path from 'node:path'
 import { openJobStore } from './store.js'
 import { lineProtocol } from './http/lines.js'
 import { parseJobRequest, newJob } from './jobs.js'
-import { reserve } from './handoff.js'
+import { reserve, UNFINISHED, ANSWERED, POSTED } from './handoff.js'
 import { resolveSource, resolveDestination } from './paths.js'
 import { clearStaleSocket, listen, listenPrivately } from './sockets.js'
 import * as errors from './errors.js'
 
-const { config, counter, port, lineTimeouts } = workerData
+const { config, counter, port, lineTimeouts, postDelayMs } = workerData
 const ERROR_CLASSES = new Map(Object.values(errors).filter((c) => typeof c === 'function' && c.code).map((c) => [c.code, c]))
 const FIRST_BYTE_MS = 10000 // as the API's sockets wait for a request's head (listeners.js)
 const NOT_LINES = 'this socket speaks only the line protocol (handoff.listen); HTTP is served on the sockets of "listen"'
@@ -37,7 +37,7 @@ for (const level of LEVELS) {
 
 const asked = new Map() // n → the settle functions of a submission passed to the main thread
 let asks = 0
-const making = new Map() // id → promise of the first record of a job made here, until written
+const making = new Map() // id → promise of a job made here, until it is posted to the main thread (or failed)
 let stopping = false
 let servers = []
 const silent = new Set() // connections that have sent nothing yet: closed at once at a stop
@@ -72,8 +72,8 @@ async function put ({ n, record, durable, create }) {
   else written.catch(() => {}) // not durable: resolved at once, or refused after close
 }
 
-// Whether a job of this id exists here, once one being made here is written (or failed): a job
-// made here is posted to the main thread before this answers.
+// Whether a job of this id exists here, once one being made here is posted to the main thread (or
+// failed): the main thread has read that message before this answer.
 async function knownHere (id) {
   await making.get(id)?.catch(() => {})
   return store.records.has(id)
@@ -89,25 +89,40 @@ async function submit (body, recorded) {
   if (spec.direction === 'upload') await resolveSource(spec.local, config.roots)
   else await resolveDestination(spec.local, config.roots)
   // Jobs whose first record is still being written are waited for before a refusal (scheduler.js).
-  while (Atomics.load(counter, 0) >= config.queue.limit && making.size) await Promise.allSettled(making.values())
+  while (Atomics.load(counter, UNFINISHED) >= config.queue.limit && making.size) await Promise.allSettled(making.values())
   if (spec.id && store.records.has(spec.id) && await knownHere(spec.id)) return ask(body)
   if (!reserve(counter, config.queue.limit)) {
-    throw new errors.QueueFullError(`the queue holds ${Atomics.load(counter, 0)} unfinished jobs (limit ${config.queue.limit})`)
+    throw new errors.QueueFullError(`the queue holds ${Atomics.load(counter, UNFINISHED)} unfinished jobs (limit ${config.queue.limit})`)
   }
   const job = newJob(spec, new Date().toISOString())
   const persisted = store.put(job)
-  making.set(job.id, persisted)
+  // Until the job is posted to the main thread (or its write failed): what knownHere waits for.
+  const made = Promise.withResolvers()
+  making.set(job.id, made.promise)
+  const done = () => {
+    making.delete(job.id)
+    made.resolve()
+  }
   recorded?.()
   try {
     await persisted
   } catch (err) {
-    Atomics.sub(counter, 0, 1)
+    done()
+    Atomics.sub(counter, UNFINISHED, 1)
     logger.error({ err }, 'cannot persist job')
     throw new errors.StoreUnavailableError('the job could not be written to disk; it was not accepted')
-  } finally {
-    making.delete(job.id)
   }
-  port.postMessage({ op: 'adopt', job }) // before the answer: see the top
+  // Posted once the answer is written (lines.js writes it in this turn): a main thread woken by
+  // the message before that started the job while the answer was on its way, and a hand-off paced
+  // one every 5 ms took 2–3 × as long. Counted before, so that the main thread, asked about the
+  // job, knows to wait for the message (handoff.js, drain).
+  Atomics.add(counter, ANSWERED, 1)
+  ;(postDelayMs ? (post) => setTimeout(post, postDelayMs) : setImmediate)(() => {
+    port.postMessage({ op: 'adopt', job })
+    Atomics.add(counter, POSTED, 1)
+    Atomics.notify(counter, POSTED)
+    done()
+  })
   return { job, created: true, state: 'queued' }
 }
 

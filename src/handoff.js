@@ -4,11 +4,18 @@
 import { Worker, MessageChannel, receiveMessageOnPort } from 'node:worker_threads'
 import { asSidecarError } from './http/respond.js'
 
-// Takes a place among the `limit` unfinished jobs counted in `counter` (an Int32Array shared by the
-// main thread and the hand-off thread, which both make jobs), or says there is none.
+// The counters both threads share (an Int32Array): the unfinished jobs (queue.limit), and the jobs
+// the thread has answered and those it has posted to the main thread (see drain).
+export const UNFINISHED = 0
+export const ANSWERED = 1
+export const POSTED = 2
+const SETTLE_MS = 1000 // the longest a lookup waits for the thread to post a job it answered
+
+// Takes a place among the `limit` unfinished jobs counted in `counter` (shared by the main thread
+// and the hand-off thread, which both make jobs), or says there is none.
 export function reserve (counter, limit) {
-  for (let n = Atomics.load(counter, 0); n < limit;) {
-    const was = Atomics.compareExchange(counter, 0, n, n + 1)
+  for (let n = Atomics.load(counter, UNFINISHED); n < limit;) {
+    const was = Atomics.compareExchange(counter, UNFINISHED, n, n + 1)
     if (was === n) return true
     n = was
   }
@@ -16,12 +23,13 @@ export function reserve (counter, limit) {
 }
 
 // `counter`: the number of unfinished jobs, shared with the thread (the queue limit).
-// `lineTimeouts`: as lineProtocol's (http/lines.js), shorter in tests.
-export async function startHandoffThread ({ config, logger, lineTimeouts }) {
-  const counter = new Int32Array(new SharedArrayBuffer(4))
+// `lineTimeouts`: as lineProtocol's (http/lines.js), shorter in tests; `postDelayMs`: tests delay
+// the post of each job the thread answered by that much (see drain).
+export async function startHandoffThread ({ config, logger, lineTimeouts, postDelayMs }) {
+  const counter = new Int32Array(new SharedArrayBuffer(3 * Int32Array.BYTES_PER_ELEMENT))
   const { port1: port, port2 } = new MessageChannel()
   const worker = new Worker(new URL('./handoff-thread.js', import.meta.url), {
-    workerData: { config: threadConfig(config), counter, port: port2, lineTimeouts },
+    workerData: { config: threadConfig(config), counter, port: port2, lineTimeouts, postDelayMs },
     transferList: [port2],
     stdout: false,
     stderr: false
@@ -125,7 +133,17 @@ export async function startHandoffThread ({ config, logger, lineTimeouts }) {
       return loaded
     },
     // Handles the messages already sent: the jobs the thread made and answered. True if any came.
-    drain () {
+    // `settle`: first waits (on this thread, at most SETTLE_MS) until every job the thread has
+    // answered so far is posted: it posts a job right after its answer, so a client may ask about
+    // it first (a lookup that would otherwise answer JOB_NOT_FOUND).
+    drain ({ settle = false } = {}) {
+      if (settle && !failure) {
+        const answered = Atomics.load(counter, ANSWERED)
+        const until = Date.now() + SETTLE_MS
+        for (let posted; ((posted = Atomics.load(counter, POSTED)) - answered | 0) < 0 && Date.now() < until;) {
+          Atomics.wait(counter, POSTED, posted, 5)
+        }
+      }
       let any = false
       for (let m; (m = receiveMessageOnPort(port));) {
         handle(m.message)

@@ -19,10 +19,11 @@ const SWEEP_AT_STOP_MS = 1000 // failed uploads' temp names still to be removed:
 export { loadConfig, validateConfig, ConfigError } from './config.js'
 export { StateDirLockedError } from './lock.js'
 
-// `lineTimeouts` ({ idleMs, lineMs }, http/lines.js) are shorter in tests. `holdJobs()`, asked once the daemon listens: true leaves every job queued (a stop was asked for
+// `lineTimeouts` ({ idleMs, lineMs }, http/lines.js) are shorter in tests, and `handoffPostDelayMs`
+// delays the hand-off thread's post of each job it answered (handoff.js). `holdJobs()`, asked once the daemon listens: true leaves every job queued (a stop was asked for
 // during the start, bin/transfer-sidecar.js), so that no recovered job spends an attempt on it,
 // and ends the spool's first scan early.
-export async function startSidecar (config, { logger = createLogger({ level: config.logLevel }), clock, holdJobs = () => false, lineTimeouts } = {}) {
+export async function startSidecar (config, { logger = createLogger({ level: config.logLevel }), clock, holdJobs = () => false, lineTimeouts, handoffPostDelayMs } = {}) {
   let scheduler = null
   const metrics = createMetrics({ scheduler: () => scheduler, backends: Object.values(config.targets).map((t) => t.type) })
   const backends = Object.fromEntries(Object.values(config.targets).map((t) => [t.name, createBackend(t, { logger, metrics })]))
@@ -31,7 +32,7 @@ export async function startSidecar (config, { logger = createLogger({ level: con
   let handoffAddresses = []
   try {
     // With handoff.listen, the journal is the hand-off thread's (handoff.js).
-    handoff = config.handoff.listen.length ? await startHandoffThread({ config, logger, lineTimeouts }) : null
+    handoff = config.handoff.listen.length ? await startHandoffThread({ config, logger, lineTimeouts, postDelayMs: handoffPostDelayMs }) : null
     store = handoff?.store ?? await openJobStore({ dir: path.join(config.stateDir, 'jobs'), logger, ...config.journal })
     scheduler = new Scheduler({ config, store, backends, metrics, logger, clock, counter: handoff?.counter })
     await scheduler.recover()

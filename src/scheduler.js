@@ -5,7 +5,7 @@ import { upload, download, finishPublish, discardPartial } from './transfer.js'
 import { parseJobRequest, newJob, sameRequest, hashesSha256, FINAL_STATES, STATES } from './jobs.js'
 import { resolveSource, resolveDestination } from './paths.js'
 import { MAX_TIMER_MS } from './config.js'
-import { reserve } from './handoff.js'
+import { reserve, UNFINISHED } from './handoff.js'
 import {
   toSidecarError, CancelledError, JobConflictError, JobFinishedError, JobNotFoundError, QueueFullError,
   ShuttingDownError, StoreUnavailableError, InterruptedError
@@ -105,8 +105,8 @@ export class Scheduler {
     }
   }
 
-  get unfinished () { return Atomics.load(this.counter, 0) }
-  #count (n) { Atomics.add(this.counter, 0, n) }
+  get unfinished () { return Atomics.load(this.counter, UNFINISHED) }
+  #count (n) { Atomics.add(this.counter, UNFINISHED, n) }
 
   // The clock as an ISO string, made once per millisecond: a small job stamps several records
   // (created, started, updated, finished) within the same few, and toISOString showed at ~1 % of
@@ -284,7 +284,7 @@ export class Scheduler {
   // hand-off thread answered may not be read here yet: the store's drain() reads it.
   get (id) {
     let job = this.persisting.has(id) ? undefined : this.jobs.get(id)
-    if (!job && this.store.drain?.()) job = this.persisting.has(id) ? undefined : this.jobs.get(id)
+    if (!job && this.store.drain?.({ settle: true })) job = this.persisting.has(id) ? undefined : this.jobs.get(id)
     if (!job) throw new JobNotFoundError(`no job ${JSON.stringify(String(id).slice(0, 64))}`)
     return job
   }

@@ -383,6 +383,21 @@ describe('the hand-off thread beside the API, at the edges', () => {
     expect(most).toBeLessThanOrEqual(limit) // was: 21
   })
 
+  it('finds a job the thread answered whose message has not been posted yet', async () => {
+    // The thread posts each job right after its answer; here 300 ms after.
+    const dir = await tempDir('handoff-late-')
+    const sock = path.join(dir, 'handoff.sock')
+    d = await startTestSidecar({ stateDir: dir, roots: [root], targets, handoffPostDelayMs: 300, extra: { handoff: { listen: [`unix:${sock}`] } } })
+    const c = connect(sock)
+    const { id, status } = await c.ask(upload('late.txt'))
+    expect(status).toBe(202)
+    const t0 = Date.now()
+    expect(d.scheduler.get(id).id).toBe(id) // waits for the post, on this thread
+    expect(Date.now() - t0).toBeGreaterThan(100)
+    expect((await d.api.job(id, 30)).json.state).toBe('succeeded')
+    c.end()
+  })
+
   it('logs nothing, and sends nothing to the main thread to log, at logLevel "silent"', async () => {
     const { sock } = await start({ logLevel: 'silent' })
     const calls = []

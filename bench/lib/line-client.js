@@ -4,8 +4,9 @@ import net from 'node:net'
 
 // Resolves with each hand-off's time from its line written to its answer read, in µs, once all
 // are answered; rejects on the first answer that is not a 202. `job(i)` is the i-th job's body;
-// `onAnswer(answer)` sees each answer.
-export async function handOffLines (socketPath, { count, window, job, onAnswer }) {
+// `onAnswer(answer)` sees each answer. `pauseMs`: a pause after each answer before the next line
+// (with a window of 1: one hand-off every so often, the daemon idle in between).
+export async function handOffLines (socketPath, { count, window, job, onAnswer, pauseMs = 0 }) {
   const socket = net.connect(socketPath)
   await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject))
   const acks = []
@@ -32,6 +33,7 @@ export async function handOffLines (socketPath, { count, window, job, onAnswer }
       socket.write(JSON.stringify(job(sent)) + '\n')
     }
     await new Promise((resolve) => { wake = resolve })
+    if (pauseMs) await new Promise((resolve) => setTimeout(resolve, pauseMs))
   }
   socket.end()
   if (failure) throw failure

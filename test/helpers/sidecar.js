@@ -67,7 +67,7 @@ export function client (base, { socketPath, token } = {}) {
   }
 }
 
-export async function startTestSidecar ({ targets, roots, token = null, extra = {}, stateDir, lineTimeouts } = {}) {
+export async function startTestSidecar ({ targets, roots, token = null, extra = {}, stateDir, lineTimeouts, handoffPostDelayMs } = {}) {
   stateDir ??= await tempDir('sidecar-state-')
   const socket = path.join(stateDir, 'sidecar.sock')
   const config = validateConfig({
@@ -81,7 +81,7 @@ export async function startTestSidecar ({ targets, roots, token = null, extra = 
     ...extra
   })
   const logs = captureLogs()
-  const sidecar = await startSidecar(config, { logger: createLogger({ level: 'debug', destination: logs.stream }), lineTimeouts })
+  const sidecar = await startSidecar(config, { logger: createLogger({ level: 'debug', destination: logs.stream }), lineTimeouts, handoffPostDelayMs })
   const port = sidecar.servers.find((s) => s.listen.type === 'tcp').address.port
   const url = `http://127.0.0.1:${port}`
   return { ...sidecar, url, socket, stateDir, logs, api: client(url, { token }) }

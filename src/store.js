@@ -136,18 +136,8 @@ class JobStore {
   #writeNow (entry) {
     this.#takeDeferred()
     this.#pending.push(entry)
-    const batch = this.#pending
-    this.#pending = []
-    const data = this.#batchData(batch)
-    try {
-      writeAllSync(this.#handle.fd, data)
-    } catch (err) {
-      this.#cutSync()
-      this.#failed(batch, err)
-      return Promise.reject(err)
-    }
-    this.#written(batch, data)
-    return Promise.resolve()
+    const err = this.#writePendingSync()
+    return err ? Promise.reject(err) : Promise.resolve()
   }
 
   #writeTurn () {
@@ -158,6 +148,11 @@ class JobStore {
       this.#flushing ??= this.#flush()
       return
     }
+    this.#writePendingSync()
+  }
+
+  // The pending lines with one write(2) on this thread; the error, if it failed (their puts reject).
+  #writePendingSync () {
     const batch = this.#pending
     this.#pending = []
     const data = this.#batchData(batch)
@@ -166,9 +161,10 @@ class JobStore {
     } catch (err) {
       this.#cutSync()
       this.#failed(batch, err)
-      return
+      return err
     }
     this.#written(batch, data)
+    return null
   }
 
   // The batch's lines; after a failed cut a newline first, so that the piece left stays a line of

@@ -7,45 +7,14 @@ import fs from 'node:fs/promises'
 import net from 'node:net'
 import path from 'node:path'
 import { startTestSidecar, tempDir } from './helpers/sidecar.js'
+import { connectLines } from './helpers/lines.js'
 import { spawn } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import { validateConfig } from '../src/index.js'
 
 let sc, root, stateDir, handoffSocket, targets
 
-// A raw connection to a socket: lines out, answer lines in, in order.
-function connect (address) {
-  const socket = net.connect(address)
-  let buffered = ''
-  let all = ''
-  const lines = []
-  const waiting = []
-  const closed = new Promise((resolve) => socket.once('close', resolve))
-  socket.on('error', () => {})
-  socket.on('data', (d) => {
-    all += d
-    buffered += d
-    let nl
-    while ((nl = buffered.indexOf('\n')) !== -1) {
-      const line = buffered.slice(0, nl)
-      buffered = buffered.slice(nl + 1)
-      if (waiting.length) waiting.shift()(line)
-      else lines.push(line)
-    }
-  })
-  const next = () => lines.length ? Promise.resolve(lines.shift()) : new Promise((resolve) => waiting.push(resolve))
-  return {
-    socket,
-    closed,
-    raw: () => all,
-    next,
-    async ask (job) {
-      socket.write((typeof job === 'string' ? job : JSON.stringify(job)) + '\n')
-      return JSON.parse(await next())
-    },
-    end: () => socket.end()
-  }
-}
+const connect = connectLines
 
 // Hands `job` off from another process while this thread (the daemon's main thread) is kept busy,
 // and returns once the answer has come, without letting this thread's event loop turn: the thread's
@@ -174,9 +143,9 @@ describe('the hand-off socket', () => {
     const c = connect(handoffSocket)
     c.socket.write('GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n')
     await c.closed
-    expect(c.raw()).toMatch(/^HTTP\/1.1 400 /)
-    expect(c.raw()).toContain('"code":"INVALID_REQUEST"')
-    expect(c.raw()).toContain('handoff.listen')
+    expect(c.all()).toMatch(/^HTTP\/1.1 400 /)
+    expect(c.all()).toContain('"code":"INVALID_REQUEST"')
+    expect(c.all()).toContain('handoff.listen')
   })
 
   it('keeps what it accepted across a restart', async () => {
@@ -306,14 +275,14 @@ describe('the hand-off thread beside the API, at the edges', () => {
     for (let i = 0; i < 5; i++) {
       const line = JSON.stringify(job(i, { id: `edge-same-${String(i).padStart(4, '0')}` })) + '\n'
       c.socket.write(line + line) // pipelined: the second comes while the first is being written
-      const statuses = [JSON.parse(await c.next()).status, JSON.parse(await c.next()).status]
+      const statuses = [(await c.next()).status, (await c.next()).status]
       expect(statuses).toEqual([202, 200]) // was: 202, 429 QUEUE_FULL
       await d.scheduler.cancel(`edge-same-${String(i).padStart(4, '0')}`)
     }
     const body = job(9, { id: 'edge-same-http' })
     c.socket.write(JSON.stringify(body) + '\n')
     const http = d.api.submit(body)
-    expect([JSON.parse(await c.next()).status, (await http).status].sort()).toEqual([200, 202])
+    expect([(await c.next()).status, (await http).status].sort()).toEqual([200, 202])
     c.end()
   })
 

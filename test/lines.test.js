@@ -6,41 +6,12 @@ import net from 'node:net'
 import path from 'node:path'
 import crypto from 'node:crypto'
 import { startTestSidecar, tempDir, waitFor } from './helpers/sidecar.js'
+import { connectLines } from './helpers/lines.js'
 
 const TIMEOUTS = { idleMs: 600, lineMs: 400 }
 let sc, root, outside, store, tcp
 
-// A raw connection: write bytes, take answer lines one by one, know when the daemon closed it.
-function connect (address) {
-  const socket = net.connect(address)
-  let buffered = ''
-  const lines = []
-  const waiting = []
-  const closed = new Promise((resolve) => socket.once('close', resolve))
-  socket.on('error', () => {})
-  socket.on('data', (d) => {
-    buffered += d
-    let nl
-    while ((nl = buffered.indexOf('\n')) !== -1) {
-      const line = JSON.parse(buffered.slice(0, nl))
-      buffered = buffered.slice(nl + 1)
-      if (waiting.length) waiting.shift()(line)
-      else lines.push(line)
-    }
-  })
-  const next = () => lines.length ? Promise.resolve(lines.shift()) : new Promise((resolve) => waiting.push(resolve))
-  return {
-    socket,
-    closed,
-    write: (text) => socket.write(text),
-    next,
-    async ask (job) {
-      socket.write((typeof job === 'string' ? job : JSON.stringify(job)) + '\n')
-      return next()
-    },
-    rest: async () => { await closed; return { lines, buffered } }
-  }
-}
+const connect = connectLines
 
 const upload = (name, extra = {}) => ({ direction: 'upload', target: 'local', local: path.join(root, 'up.txt'), remote: `/lines/${name}`, ...extra })
 

@@ -143,7 +143,9 @@ function answered ({ n, result, error }) {
 
 async function startListening () {
   for (const l of config.handoff.listen) {
-    const server = net.createServer(serve)
+    // Half-open as node's HTTP servers are: a client that half-closes after its lines gets every
+    // answer, as on the API's sockets (README, the line protocol).
+    const server = net.createServer({ allowHalfOpen: true }, serve)
     if (l.type === 'unix') {
       await fs.mkdir(path.dirname(l.path), { recursive: true, mode: 0o755 })
       await clearStaleSocket(l.path)

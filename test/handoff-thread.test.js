@@ -139,6 +139,21 @@ describe('the hand-off socket', () => {
     c.end()
   })
 
+  it('answers every line of a client that half-closes after them, as the API\'s sockets do', async () => {
+    // nc -N: the lines, then a half-close. Known ids are answered by the main thread, and more
+    // than 64 lines wait for their answers: both come after the client's FIN.
+    for (const address of [sc.socket, handoffSocket]) {
+      const tag = address === handoffSocket ? 'thread' : 'api'
+      const ids = Array.from({ length: 100 }, (_, i) => `half-${tag}-${String(i).padStart(4, '0')}`)
+      const text = [...ids.map((id) => JSON.stringify(upload(`${id}.txt`, { id }))), JSON.stringify(upload(`${ids[0]}.txt`, { id: ids[0] })),
+        JSON.stringify(upload('other.txt', { id: ids[0] }))].join('\n') + '\n'
+      const c = connect(address)
+      c.socket.end(text)
+      const { lines } = await c.rest()
+      expect(lines.map((l) => l.status), tag).toEqual([...ids.map(() => 202), 200, 409]) // was, on the thread: 64 answers
+    }
+  })
+
   it('answers an HTTP request with a JSON 400 that names the API\'s sockets', async () => {
     const c = connect(handoffSocket)
     c.socket.write('GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n')

@@ -45,6 +45,8 @@ final class Client
     /** Where job lines go: the daemon's hand-off socket (handoff.listen) if given, else $address. */
     private string $linesAddress;
     private string $transport;
+    /** The transport of $linesAddress, as observeLastHandoff() reports it. */
+    private string $linesTransport;
     private float $connectTimeout;
     private float $readTimeout;
     private ?Spool $spool;
@@ -63,11 +65,11 @@ final class Client
     /**
      * @param array{socket?: string, host?: string, port?: int, token?: ?string, connect_timeout?: float,
      *              read_timeout?: float, spool?: ?string, protocol?: 'lines'|'http', persistent?: bool,
-     *              handoff_socket?: string} $options
+     *              handoff_socket?: ?string} $options
      *   socket: unix socket path; or host + port (default 127.0.0.1:8765)
      *   handoff_socket: the unix socket of the daemon's hand-off thread (its config's handoff.listen),
-     *     where job lines go when given (with protocol "lines"); status, wait and cancel still go to
-     *     socket or host + port
+     *     where job lines go when given (with protocol "lines"; null: none); status, wait and cancel
+     *     still go to socket or host + port
      *   protocol: how upload()/download()/send() hand a job off: "lines" (default), one JSON line each
      *     way on a kept connection, or "http", POST /v1/jobs; the same answers, errors and
      *     durability, the line protocol skips the daemon's HTTP server (see the README)
@@ -136,7 +138,8 @@ final class Client
         }
         $this->protocol = $protocol;
         $this->linesAddress = $this->address;
-        if (array_key_exists('handoff_socket', $options)) {
+        $this->linesTransport = $this->transport;
+        if (($options['handoff_socket'] ?? null) !== null) {
             $handoff = $options['handoff_socket'];
             if (!is_string($handoff) || $handoff === '' || str_contains($handoff, "\0")) {
                 throw new InvalidArgumentException('handoff_socket: must be the path of the daemon\'s hand-off socket (handoff.listen)');
@@ -145,6 +148,7 @@ final class Client
                 throw new InvalidArgumentException('handoff_socket: only with protocol "lines"');
             }
             $this->linesAddress = 'unix://' . $handoff;
+            $this->linesTransport = 'unix';
         }
         $persistent = $options['persistent'] ?? false;
         if (!is_bool($persistent)) {
@@ -407,7 +411,7 @@ final class Client
         if ($this->lastHandoffSeconds !== null) {
             $this->observe([
                 'type' => 'handoff',
-                'transport' => $this->transport,
+                'transport' => $this->protocol === 'lines' ? $this->linesTransport : $this->transport,
                 'acked' => $this->lastHandoffAcked,
                 'seconds' => $this->lastHandoffSeconds,
             ]);

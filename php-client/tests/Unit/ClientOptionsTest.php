@@ -42,6 +42,13 @@ final class ClientOptionsTest extends TestCase
         yield 'handoff_socket over http' => [['handoff_socket' => '/run/h.sock', 'protocol' => 'http'], 'handoff_socket'];
     }
 
+    public function testAHandOffSocketOfNullIsNone(): void
+    {
+        $this->expectNotToPerformAssertions();
+        new Client(['socket' => '/run/x.sock', 'handoff_socket' => null]); // as the README's default
+        new Client(['socket' => '/run/x.sock', 'handoff_socket' => null, 'protocol' => 'http']);
+    }
+
     /**
      * A spool PHP cannot write to is refused when the client is made, not found out at the first
      * daemon outage (as a SpoolException, the job lost). Root may write anywhere, so as root the

@@ -404,6 +404,33 @@ final class ClientProtocolTest extends TestCase
         self::assertGreaterThan(0, $client->lastHandoffSeconds());
     }
 
+    /**
+     * With handoff_socket, job lines go to that socket (the daemon's hand-off thread) and the rest
+     * to host/port; the hand-off's observation names the transport the lines took.
+     */
+    public function testJobLinesGoToTheHandOffSocketAndTheirObservationSaysUnix(): void
+    {
+        $lines = new StubServer([[['reply' => self::acceptedLine()]]]);
+        $api = stream_socket_server('tcp://127.0.0.1:0', $errno, $error);
+        self::assertNotFalse($api, $error);
+        $port = (int) substr((string) strrchr((string) stream_socket_get_name($api, false), ':'), 1);
+        $client = new Client(['host' => '127.0.0.1', 'port' => $port, 'handoff_socket' => $lines->socket, 'read_timeout' => 0.2]);
+        $id = $client->upload('hdfs', '/var/www/uploads/a.bin', '/a.bin');
+        $client->observeLastHandoff(); // to host/port, which this test answers with silence
+        $client->close();
+        [$request] = $lines->finish();
+        self::assertSame($id, json_decode($request['body'], true)['id']);
+        $conn = stream_socket_accept($api, 1.0);
+        self::assertNotFalse($conn);
+        stream_set_timeout($conn, 1);
+        $observation = '';
+        while (!str_contains($observation, '}') && !feof($conn) && ($chunk = fread($conn, 65536)) !== false && $chunk !== '') {
+            $observation .= $chunk;
+        }
+        self::assertStringStartsWith('POST /v1/observations HTTP/1.1', $observation);
+        self::assertStringContainsString('"transport":"unix"', $observation); // was: "tcp"
+    }
+
     public function testLinesA4xxThrowsWithTheDaemonsCodeAndIsNotSpooled(): void
     {
         $stub = new StubServer([[['reply' => '{"status":400,"error":{"code":"UNKNOWN_TARGET","message":"no target named \"nope\""}}' . "\n"]]]);

@@ -183,18 +183,23 @@ export async function runHandoff (env, opts, progress) {
   // The competitors first, then each journal mode on its own fresh daemon.
   const redis = others.some((v) => baseOf(v) === 'redis-lpush') ? await env.redis() : null
   for (const variant of others) records.push(await runVariant({ env, opts, progress, variant, mode: null, daemon: null, redis, file }))
+  // acked-thread on a daemon of its own with handoff.listen (whose journal is then the thread's for
+  // every submission), the other sidecar variants on one as configured by default.
+  const groups = [[sidecars.filter((v) => baseOf(v) !== 'acked-thread'), false], [sidecars.filter((v) => baseOf(v) === 'acked-thread'), true]]
   for (const mode of sidecars.length ? opts.journalModes : []) {
-    let daemon
-    try {
-      daemon = await env.startDaemon(`handoff-${mode}`, { journal: mode, smallJobs: true, handoff: sidecars.some((v) => baseOf(v) === 'acked-thread') })
-    } catch (err) {
-      // e.g. a daemon that does not know journal.sync yet: the other mode still runs.
-      skippedModes.push({ mode, error: err.message.split('\n')[0] })
-      progress.log(`handoff: journal mode ${mode} skipped, the daemon did not start: ${err.message.split('\n').slice(0, 3).join(' ')}`)
-      for (let i = 0; i < sidecars.length; i++) progress.step(`${mode}: skipped`)
-      continue
+    for (const [variants, handoff] of groups.filter(([variants]) => variants.length)) {
+      let daemon
+      try {
+        daemon = await env.startDaemon(`handoff-${mode}${handoff ? '-thread' : ''}`, { journal: mode, smallJobs: true, handoff })
+      } catch (err) {
+        // e.g. a daemon that does not know journal.sync yet: the other mode still runs.
+        skippedModes.push({ mode, error: err.message.split('\n')[0] })
+        progress.log(`handoff: journal mode ${mode} skipped, the daemon did not start: ${err.message.split('\n').slice(0, 3).join(' ')}`)
+        for (let i = 0; i < variants.length; i++) progress.step(`${mode}: skipped`)
+        continue
+      }
+      for (const variant of variants) records.push(await runVariant({ env, opts, progress, variant, mode, daemon, redis, file }))
     }
-    for (const variant of sidecars) records.push(await runVariant({ env, opts, progress, variant, mode, daemon, redis, file }))
   }
   return { records, fileBytes: FILE_BYTES, skippedModes, redisVersion: redis?.version ?? null }
 }

@@ -283,7 +283,7 @@ export function handoffGoals (results) {
   }
   for (const r of results.reuse?.summary?.filter((x) => x.variant.startsWith('sidecar')) ?? []) {
     const newHandle = results.reuse.summary.find((x) => x.mode === r.mode && x.variant === 'php-new-handle')
-    const how = r.variant === 'sidecar' ? 'one hand-off per file' : 'handed over in one handOffAll()'
+    const how = { sidecar: 'one hand-off per file', 'sidecar-thread': 'one hand-off per file on the hand-off thread\'s socket' }[r.variant] ?? 'handed over in one handOffAll()'
     out.push({
       goal: `${r.files} files of 4 KiB to httpd, ${how}: files/s ≥ php-curl new handle's ("${r.mode}" mode)`,
       met: known(r.vsNewHandle) ? r.vsNewHandle >= 1 : null,

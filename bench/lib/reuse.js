@@ -19,8 +19,9 @@ import { check } from './verify.js'
 import { distinct, median, pairedRatio, spread } from './stats.js'
 import { rotate } from './throughput.js'
 
-export const REUSE_VARIANTS = ['sidecar', 'sidecar-batch', 'php-new-handle', 'php-reused-handle', 'php-multi', 'node-put']
-// The daemon's variants: one hand-off per file, or all in one Client::handOffAll().
+export const REUSE_VARIANTS = ['sidecar', 'sidecar-thread', 'sidecar-batch', 'php-new-handle', 'php-reused-handle', 'php-multi', 'node-put']
+// The daemon's variants: one hand-off per file (on the API's socket, or on the hand-off thread's:
+// handoff.listen, on a daemon of its own), or all in one Client::handOffAll().
 const isSidecar = (variant) => variant.startsWith('sidecar')
 const FILE_BYTES = 4096
 const PARALLEL = 4 // the sidecar's default per-target concurrency
@@ -50,16 +51,20 @@ export async function runReuse (env, opts, progress) {
   const skippedModes = []
   try {
     for (const mode of opts.journalModes) {
-      let daemon
-      try {
-        daemon = await env.startDaemon(`reuse-${mode}`, { journal: mode, smallJobs: true })
-      } catch (err) {
-        // e.g. a daemon that does not know journal.sync yet: the other mode still runs.
-        skippedModes.push({ mode, error: err.message.split('\n')[0] })
-        progress.log(`reuse: journal mode ${mode} skipped, the daemon did not start: ${err.message.split('\n').slice(0, 3).join(' ')}`)
-        continue
+      // sidecar-thread on a daemon of its own with handoff.listen (whose journal is then the thread's
+      // for every submission), the rest on one as configured by default.
+      for (const [variants, handoff] of [[REUSE_VARIANTS.filter((v) => v !== 'sidecar-thread'), false], [['sidecar-thread'], true]]) {
+        let daemon
+        try {
+          daemon = await env.startDaemon(`reuse-${mode}${handoff ? '-thread' : ''}`, { journal: mode, smallJobs: true, handoff })
+        } catch (err) {
+          // e.g. a daemon that does not know journal.sync yet: the other mode still runs.
+          skippedModes.push({ mode, error: err.message.split('\n')[0] })
+          progress.log(`reuse: journal mode ${mode} skipped, the daemon did not start: ${err.message.split('\n').slice(0, 3).join(' ')}`)
+          break
+        }
+        records.push(...await reuseRuns({ env, opts, progress, daemon, mode, http, files, variants }))
       }
-      records.push(...await reuseRuns({ env, opts, progress, daemon, mode, http, files }))
     }
   } finally {
     await fs.rm(path.join(env.filesDir, 'small'), { recursive: true, force: true })
@@ -67,10 +72,10 @@ export async function runReuse (env, opts, progress) {
   return { records, skippedModes }
 }
 
-async function reuseRuns ({ opts, progress, daemon, mode, http, files }) {
+async function reuseRuns ({ opts, progress, daemon, mode, http, files, variants }) {
   const records = []
   for (let run = 1; run <= opts.reuseRuns; run++) {
-    for (const variant of rotate(REUSE_VARIANTS, run - 1)) {
+    for (const variant of rotate(variants, run - 1)) {
       const prefix = `reuse-${variant}-${mode}-${run}`
       const cpu0 = cpuSeconds(daemon.pid)
       // The daemon's GC pauses (its own nodejs_gc_duration_seconds), a figure far less noisy than
@@ -79,7 +84,7 @@ async function reuseRuns ({ opts, progress, daemon, mode, http, files }) {
       const r = variant === 'node-put'
         ? await runNodePut({ files, url: http.uploadUrl, remotePrefix: prefix, parallel: PARALLEL })
         : await runPhp('reuse.php', {
-          variant, files, url: http.uploadUrl, remotePrefix: prefix, socket: daemon.socketPath, daemonPid: daemon.pid, protocol: opts.protocol, sidecarTarget: http.sidecarName, parallel: PARALLEL
+          variant, files, url: http.uploadUrl, remotePrefix: prefix, socket: daemon.socketPath, handoffSocket: daemon.handoffSocket, daemonPid: daemon.pid, protocol: opts.protocol, sidecarTarget: http.sidecarName, parallel: PARALLEL
         })
       // The sidecar's: until its jobs were done (reuse.php), and with the check of each job's end.
       const daemonCpuS = isSidecar(variant) ? r.daemonCpuS : 0

@@ -53,8 +53,10 @@ $done = null; // the sidecar's figures when its jobs were done (before they are 
 $started = hrtime(true);
 switch ($a['variant']) {
     case 'sidecar':
+    case 'sidecar-thread':
     case 'sidecar-batch':
-        $client = new Client(['socket' => $a['socket'], 'protocol' => $a['protocol'], 'read_timeout' => 60.0]);
+        $client = new Client(['socket' => $a['socket'], 'protocol' => $a['protocol'], 'read_timeout' => 60.0]
+            + ($a['variant'] === 'sidecar-thread' ? ['handoff_socket' => $a['handoffSocket']] : []));
         $ids = [];
         $remote = static fn (int $i): string => sprintf('/%s-%05d.bin', $a['remotePrefix'], $i);
         if ($a['variant'] === 'sidecar-batch') {

@@ -133,6 +133,19 @@ export async function setupEnv (opts, progress) {
       return d
     },
 
+    // startDaemon for one journal mode of a small-job section (`handoff`: with a hand-off thread),
+    // or null when it does not start (e.g. a daemon that does not know journal.sync yet): noted in
+    // `skipped`, and the section's other mode still runs.
+    async startModeDaemon (section, mode, { handoff = false, skipped }) {
+      try {
+        return await this.startDaemon(`${section}-${mode}${handoff ? '-thread' : ''}`, { journal: mode, smallJobs: true, handoff })
+      } catch (err) {
+        skipped.push({ mode, error: err.message.split('\n')[0] })
+        progress.log(`${section}: journal mode ${mode} skipped, the daemon did not start: ${err.message.split('\n').slice(0, 3).join(' ')}`)
+        return null
+      }
+    },
+
     // The redis anchor, started on first use and stopped at the end of the run.
     redis () {
       redis ??= startRedis({ workDir }).then((r) => {

@@ -188,13 +188,8 @@ export async function runHandoff (env, opts, progress) {
   const groups = [[sidecars.filter((v) => baseOf(v) !== 'acked-thread'), false], [sidecars.filter((v) => baseOf(v) === 'acked-thread'), true]]
   for (const mode of sidecars.length ? opts.journalModes : []) {
     for (const [variants, handoff] of groups.filter(([variants]) => variants.length)) {
-      let daemon
-      try {
-        daemon = await env.startDaemon(`handoff-${mode}${handoff ? '-thread' : ''}`, { journal: mode, smallJobs: true, handoff })
-      } catch (err) {
-        // e.g. a daemon that does not know journal.sync yet: the other mode still runs.
-        skippedModes.push({ mode, error: err.message.split('\n')[0] })
-        progress.log(`handoff: journal mode ${mode} skipped, the daemon did not start: ${err.message.split('\n').slice(0, 3).join(' ')}`)
+      const daemon = await env.startModeDaemon('handoff', mode, { handoff, skipped: skippedModes })
+      if (!daemon) {
         for (let i = 0; i < variants.length; i++) progress.step(`${mode}: skipped`)
         continue
       }

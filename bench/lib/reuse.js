@@ -54,15 +54,8 @@ export async function runReuse (env, opts, progress) {
       // sidecar-thread on a daemon of its own with handoff.listen (whose journal is then the thread's
       // for every submission), the rest on one as configured by default.
       for (const [variants, handoff] of [[REUSE_VARIANTS.filter((v) => v !== 'sidecar-thread'), false], [['sidecar-thread'], true]]) {
-        let daemon
-        try {
-          daemon = await env.startDaemon(`reuse-${mode}${handoff ? '-thread' : ''}`, { journal: mode, smallJobs: true, handoff })
-        } catch (err) {
-          // e.g. a daemon that does not know journal.sync yet: the other mode still runs.
-          skippedModes.push({ mode, error: err.message.split('\n')[0] })
-          progress.log(`reuse: journal mode ${mode} skipped, the daemon did not start: ${err.message.split('\n').slice(0, 3).join(' ')}`)
-          break
-        }
+        const daemon = await env.startModeDaemon('reuse', mode, { handoff, skipped: skippedModes })
+        if (!daemon) break
         records.push(...await reuseRuns({ env, opts, progress, daemon, mode, http, files, variants }))
       }
     }

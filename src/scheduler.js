@@ -73,7 +73,7 @@ class JobQueue {
 }
 
 export class Scheduler {
-  // `counter`: where the number of unfinished jobs is kept, an Int32Array of one (shared with the
+  // `counter`: an Int32Array whose place UNFINISHED counts the unfinished jobs (shared with the
   // hand-off thread, which makes jobs too: handoff.js).
   constructor ({ config, store, backends, metrics, logger, clock = Date.now, random = Math.random, counter = new Int32Array(1) }) {
     this.callbacks = null // set by the wiring: createCallbackSender

@@ -11,14 +11,13 @@
 // before it says a job does not exist, so a status asked right after the answer finds it).
 import { workerData } from 'node:worker_threads'
 import net from 'node:net'
-import fs from 'node:fs/promises'
 import path from 'node:path'
 import { openJobStore } from './store.js'
 import { lineProtocol } from './http/lines.js'
 import { parseJobRequest, newJob } from './jobs.js'
 import { reserve, UNFINISHED, ANSWERED, POSTED } from './handoff.js'
 import { resolveSource, resolveDestination } from './paths.js'
-import { clearStaleSocket, listen, listenPrivately } from './sockets.js'
+import { bindListener, closeListener } from './sockets.js'
 import * as errors from './errors.js'
 
 const { config, counter, port, lineTimeouts, postDelayMs } = workerData
@@ -112,18 +111,26 @@ async function submit (body, recorded) {
     logger.error({ err }, 'cannot persist job')
     throw new errors.StoreUnavailableError('the job could not be written to disk; it was not accepted')
   }
-  // Posted once the answer is written (lines.js writes it in this turn): a main thread woken by
-  // the message before that started the job while the answer was on its way, and a hand-off paced
-  // one every 5 ms took 2–3 × as long. Counted before, so that the main thread, asked about the
-  // job, knows to wait for the message (handoff.js, drain).
-  Atomics.add(counter, ANSWERED, 1)
-  ;(postDelayMs ? (post) => setTimeout(post, postDelayMs) : setImmediate)(() => {
-    port.postMessage({ op: 'adopt', job })
-    Atomics.add(counter, POSTED, 1)
-    Atomics.notify(counter, POSTED)
-    done()
-  })
+  postAfterAnswer(job, done)
   return { job, created: true, state: 'queued' }
+}
+
+// The jobs answered in this turn, posted to the main thread together once their answers are
+// written (lines.js writes them in this turn): a main thread woken by the message before that
+// started the job while the answer was on its way, and a hand-off paced one every 5 ms took 2–3 ×
+// as long. Counted as answered at once, so that the main thread, asked about a job, knows to wait
+// for the message (handoff.js, drain).
+const toPost = [] // { job, done }
+function postAfterAnswer (job, done) {
+  Atomics.add(counter, ANSWERED, 1)
+  if (toPost.push({ job, done }) > 1) return
+  ;(postDelayMs ? (post) => setTimeout(post, postDelayMs) : setImmediate)(() => {
+    const posting = toPost.splice(0)
+    port.postMessage({ op: 'adopt', jobs: posting.map((p) => p.job) })
+    Atomics.add(counter, POSTED, posting.length)
+    Atomics.notify(counter, POSTED)
+    for (const p of posting) p.done()
+  })
 }
 
 // A line whose id is known, answered by the main thread's scheduler.submit.
@@ -146,15 +153,7 @@ async function startListening () {
     // Half-open as node's HTTP servers are: a client that half-closes after its lines gets every
     // answer, as on the API's sockets (README, the line protocol).
     const server = net.createServer({ allowHalfOpen: true }, serve)
-    if (l.type === 'unix') {
-      await fs.mkdir(path.dirname(l.path), { recursive: true, mode: 0o755 })
-      await clearStaleSocket(l.path)
-      await listenPrivately(server, l.path, config)
-      servers.push({ server, listen: l, address: l.path })
-    } else {
-      await listen(server, l.port, l.host)
-      servers.push({ server, listen: l, address: server.address() })
-    }
+    servers.push({ server, listen: l, address: await bindListener(server, l, config) })
   }
 }
 
@@ -181,9 +180,7 @@ function serve (socket) {
 // answers or `graceMs`.
 async function stopListening (graceMs) {
   stopping = true
-  const closing = servers.map(({ server, listen: l }) => new Promise((resolve) => {
-    server.close(() => (l.type === 'unix' ? fs.unlink(l.path).catch(() => {}) : Promise.resolve()).finally(resolve))
-  }))
+  const closing = servers.map(({ server, listen: l }) => closeListener(server, l))
   servers = []
   for (const socket of silent) socket.destroy() // nothing sent yet: nothing to answer
   lines.closeIdle()

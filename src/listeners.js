@@ -1,9 +1,7 @@
 // Listeners on loopback TCP and unix sockets, each serving the same express app and line protocol.
 // (handoff.listen's sockets, which speak only the line protocol, are the hand-off thread's.)
 import { http } from './node-http.js'
-import fs from 'node:fs/promises'
-import path from 'node:path'
-import { clearStaleSocket, listen, listenPrivately } from './sockets.js'
+import { bindListener, closeListener } from './sockets.js'
 import { InvalidRequestError } from './errors.js'
 import { sendError } from './http/respond.js'
 import { isLineProtocol } from './http/lines.js'
@@ -85,15 +83,7 @@ export async function listenAll ({ app, lines }, config) {
       server.on('clientError', answerClientError)
       server.on('checkExpectation', answerExpectation)
       server.on('connect', refuseConnect) // 'upgrade' needs nothing: without a listener it is a plain request
-      if (l.type === 'unix') {
-        await fs.mkdir(path.dirname(l.path), { recursive: true, mode: 0o755 })
-        await clearStaleSocket(l.path)
-        await listenPrivately(server, l.path, config)
-        servers.push({ server, lines, silent, listen: l, address: l.path })
-      } else {
-        await listen(server, l.port, l.host)
-        servers.push({ server, lines, silent, listen: l, address: server.address() })
-      }
+      servers.push({ server, lines, silent, listen: l, address: await bindListener(server, l, config) })
     }
   } catch (err) {
     await closeAll(servers, 0)
@@ -104,18 +94,16 @@ export async function listenAll ({ app, lines }, config) {
 
 // Stops accepting at once; idle keep-alive connections are closed, busy ones get `graceMs`.
 export async function closeAll (servers, graceMs) {
-  await Promise.all(servers.map(({ server, lines, silent, listen: l }) => new Promise((resolve) => {
+  await Promise.all(servers.map(async ({ server, lines, silent, listen: l }) => {
     const timer = setTimeout(() => {
       server.closeAllConnections()
       lines.destroyAll()
     }, graceMs)
-    server.close(() => {
-      clearTimeout(timer)
-      if (l.type === 'unix') fs.unlink(l.path).catch(() => {}).finally(resolve)
-      else resolve()
-    })
+    const closed = closeListener(server, l)
     server.closeIdleConnections()
     lines.closeIdle()
     for (const socket of silent) socket.destroy() // nothing sent yet: nothing to answer
-  })))
+    await closed
+    clearTimeout(timer)
+  }))
 }

@@ -66,3 +66,28 @@ export function listen (server, ...args) {
     })
   })
 }
+
+// Binds `server` to a listen entry of the config (config.js parseListen): a unix socket in its
+// directory (made if missing; a stale socket from a crash replaced), or a loopback TCP port.
+// Returns the address to log.
+export async function bindListener (server, l, config) {
+  if (l.type === 'unix') {
+    await fs.mkdir(path.dirname(l.path), { recursive: true, mode: 0o755 })
+    await clearStaleSocket(l.path)
+    await listenPrivately(server, l.path, config)
+    return l.path
+  }
+  await listen(server, l.port, l.host)
+  return server.address()
+}
+
+// Closes `server` (it stops accepting; resolves once its connections have ended) and removes its
+// unix socket file.
+export function closeListener (server, l) {
+  return new Promise((resolve) => {
+    server.close(() => {
+      if (l.type === 'unix') fs.unlink(l.path).catch(() => {}).finally(resolve)
+      else resolve()
+    })
+  })
+}

@@ -44,7 +44,7 @@ export async function startHandoffThread ({ config, logger, lineTimeouts, postDe
   const handle = (m) => {
     switch (m.op) {
       case 'done': return settle(m)
-      case 'adopt': return scheduler.adopt(m.job)
+      case 'adopt': return m.jobs.forEach((job) => scheduler.adopt(job))
       case 'submit': return answer(m)
       case 'log': return logger[m.level](m.obj, m.msg)
       default: if (once?.op === m.op) once.settle(m)

@@ -123,7 +123,7 @@ class JobStore {
       return new Promise((resolve, reject) => {
         this.#takeDeferred()
         this.#pending.push({ id, line, json, createdId, resolve, reject })
-        this.#turn ??= setImmediate(() => this.#writeTurn())
+        this.#writeAtTurnEnd()
       })
     }
     return new Promise((resolve, reject) => {
@@ -138,6 +138,10 @@ class JobStore {
     this.#pending.push(entry)
     const err = this.#writePendingSync()
     return err ? Promise.reject(err) : Promise.resolve()
+  }
+
+  #writeAtTurnEnd () {
+    this.#turn ??= setImmediate(() => this.#writeTurn())
   }
 
   #writeTurn () {
@@ -239,7 +243,7 @@ class JobStore {
     if (this.#closed) return
     this.#takeDeferred()
     if (!this.#pending.length) return
-    if (this.ownThread && !this.writeMode) this.#turn ??= setImmediate(() => this.#writeTurn())
+    if (this.ownThread && !this.writeMode) this.#writeAtTurnEnd()
     else this.#flushing ??= this.#flush()
   }
 

@@ -42,11 +42,11 @@ final class Client
     private const BATCH_BYTES = 256 * 1024;
 
     private string $address;
-    /** Where job lines go: the daemon's hand-off socket (handoff.listen) if given, else $address. */
-    private string $linesAddress;
+    /** Where hand-offs go: the daemon's hand-off socket (handoff.listen) if given, else $address. */
+    private string $handoffAddress;
     private string $transport;
-    /** The transport of $linesAddress, as observeLastHandoff() reports it. */
-    private string $linesTransport;
+    /** The transport of $handoffAddress, as observeLastHandoff() reports it. */
+    private string $handoffTransport;
     private float $connectTimeout;
     private float $readTimeout;
     private ?Spool $spool;
@@ -137,8 +137,8 @@ final class Client
             throw new InvalidArgumentException('protocol: must be "lines" or "http"');
         }
         $this->protocol = $protocol;
-        $this->linesAddress = $this->address;
-        $this->linesTransport = $this->transport;
+        $this->handoffAddress = $this->address;
+        $this->handoffTransport = $this->transport;
         if (($options['handoff_socket'] ?? null) !== null) {
             $handoff = $options['handoff_socket'];
             if (!is_string($handoff) || $handoff === '' || str_contains($handoff, "\0")) {
@@ -147,8 +147,8 @@ final class Client
             if ($protocol !== 'lines') {
                 throw new InvalidArgumentException('handoff_socket: only with protocol "lines"');
             }
-            $this->linesAddress = 'unix://' . $handoff;
-            $this->linesTransport = 'unix';
+            $this->handoffAddress = 'unix://' . $handoff;
+            $this->handoffTransport = 'unix';
         }
         $persistent = $options['persistent'] ?? false;
         if (!is_bool($persistent)) {
@@ -411,7 +411,7 @@ final class Client
         if ($this->lastHandoffSeconds !== null) {
             $this->observe([
                 'type' => 'handoff',
-                'transport' => $this->protocol === 'lines' ? $this->linesTransport : $this->transport,
+                'transport' => $this->handoffTransport,
                 'acked' => $this->lastHandoffAcked,
                 'seconds' => $this->lastHandoffSeconds,
             ]);
@@ -620,7 +620,7 @@ final class Client
 
     private function fireAndForget(string $body): void
     {
-        $connection = Connection::open($this->protocol === 'lines' ? $this->linesAddress : $this->address, $this->connectTimeout);
+        $connection = Connection::open($this->handoffAddress, $this->connectTimeout);
         try {
             $connection->write($this->protocol === 'lines'
                 ? $this->tokenLine . $body . "\n"
@@ -711,7 +711,7 @@ final class Client
             if ($this->lineConnection !== null && $this->lineConnection->isIdleExpired()) {
                 $this->dropLines();
             }
-            $connection = $this->lineConnection ??= Connection::open($this->linesAddress, $this->connectTimeout, $this->persistent);
+            $connection = $this->lineConnection ??= Connection::open($this->handoffAddress, $this->connectTimeout, $this->persistent);
             $retryable = $attempt === 1 && $connection->isReused();
             $tokenLine = $connection->isReused() && !$this->persistent ? '' : $this->tokenLine;
             if (!self::sent($connection, $tokenLine . $payload, $retryable, fn () => $this->dropLines())) {

@@ -12,10 +12,10 @@
 import { workerData } from 'node:worker_threads'
 import net from 'node:net'
 import path from 'node:path'
-import { openJobStore } from './store.js'
+import { openJobStore, DEFER_MS } from './store.js'
 import { lineProtocol } from './http/lines.js'
 import { parseJobRequest, newJob } from './jobs.js'
-import { reserve, UNFINISHED, ANSWERED, POSTED } from './handoff.js'
+import { reserve, UNFINISHED, ANSWERED, POSTED, HOLD_MS } from './handoff.js'
 import { resolveSource, resolveDestination } from './paths.js'
 import { bindListener, closeListener } from './sockets.js'
 import * as errors from './errors.js'
@@ -42,12 +42,13 @@ let servers = []
 const silent = new Set() // connections that have sent nothing yet: closed at once at a stop
 const lines = lineProtocol({ config, scheduler: { submit }, logger, timeouts: lineTimeouts })
 
-const store = await openJobStore({ dir: path.join(config.stateDir, 'jobs'), logger, ...config.journal, ownThread: true })
-port.on('message', (m) => {
+const store = await openJobStore({ dir: path.join(config.stateDir, 'jobs'), logger, ...config.journal, ownThread: true, deferMs: DEFER_MS - HOLD_MS })
+port.on('message', (m) => m.op === 'batch' ? m.ops.forEach(handle) : handle(m))
+function handle (m) {
   switch (m.op) {
     case 'put': return put(m)
     case 'remove': return store.remove(m.id).catch(() => {}) // only after close (a stop's last moments)
-    case 'known': return knownHere(m.id).then((has) => port.postMessage({ op: 'done', n: m.n, has }))
+    case 'known': return knownHere(m.id).then((has) => done({ n: m.n, has }))
     case 'answer': return answered(m)
     case 'listen': return startListening().then(() => port.postMessage({ op: 'listening', addresses: servers.map((s) => s.address) }),
       (err) => port.postMessage({ op: 'listening', error: { message: err.message, code: err.code } }))
@@ -55,20 +56,26 @@ port.on('message', (m) => {
     case 'close': return store.close().then(() => port.postMessage({ op: 'closed' }),
       (err) => port.postMessage({ op: 'closed', error: { message: err.message } }))
   }
-})
+}
 port.postMessage({ op: 'opened', records: store.loaded() })
 
-// A record from the main thread. `create`: the first record of a job made there (HTTP, the spool),
-// refused as `known` when a job of that id exists here (made by a hand-off meanwhile, which the
-// main thread reads before this answer), so that one id never makes two jobs.
-async function put ({ n, record, durable, create }) {
-  if (create && store.records.has(record.id)) {
-    await making.get(record.id)?.catch(() => {})
-    if (store.records.has(record.id)) return port.postMessage({ op: 'done', n, known: true })
+// A record from the main thread, in JSON. `create`: the first record of a job made there (HTTP,
+// the spool), refused as `known` when a job of that id exists here (made by a hand-off meanwhile,
+// which the main thread reads before this answer), so that one id never makes two jobs.
+async function put ({ n, id, json, durable, create }) {
+  if (create && store.records.has(id)) {
+    await making.get(id)?.catch(() => {})
+    if (store.records.has(id)) return done({ n, known: true })
   }
-  const written = store.put(record, { durable })
-  if (n) written.then(() => port.postMessage({ op: 'done', n }), (err) => port.postMessage({ op: 'done', n, error: { message: err.message, code: err.code } }))
+  const written = store.putJson(id, json, { durable })
+  if (n) written.then(() => done({ n }), (err) => done({ n, error: { message: err.message, code: err.code } }))
   else written.catch(() => {}) // not durable: resolved at once, or refused after close
+}
+
+// The main thread's puts and lookups settled in this turn, answered in one message.
+const dones = []
+function done (d) {
+  if (dones.push(d) === 1) setImmediate(() => port.postMessage({ op: 'done', list: dones.splice(0) }))
 }
 
 // Whether a job of this id exists here, once one being made here is posted to the main thread (or

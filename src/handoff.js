@@ -10,6 +10,9 @@ export const UNFINISHED = 0
 export const ANSWERED = 1
 export const POSTED = 2
 const SETTLE_MS = 1000 // the longest a lookup waits for the thread to post a job it answered
+// The longest a record nobody waits for is held here to ride along with others; the thread's
+// journal then holds it back for at most DEFER_MS - HOLD_MS, as store.js would for DEFER_MS.
+export const HOLD_MS = 50
 
 // Takes a place among the `limit` unfinished jobs counted in `counter` (shared by the main thread
 // and the hand-off thread, which both make jobs), or says there is none.
@@ -41,9 +44,32 @@ export async function startHandoffThread ({ config, logger, lineTimeouts, postDe
   let failure = null // the thread ended: every put from now on fails with it
   let once = null // the one message awaited: { op, settle }
 
+  // What goes to the thread, in order, posted in one message at the end of this turn of the loop
+  // (or, if nothing in it is waited for, within HOLD_MS): a message wakes the thread, and one a
+  // record had cost this thread ~30 µs (a small job's records were ~12 % of its CPU).
+  const outbox = []
+  let soon = null
+  let later = null
+  const flush = () => {
+    clearImmediate(soon)
+    clearTimeout(later)
+    soon = later = null
+    if (outbox.length) port.postMessage({ op: 'batch', ops: outbox.splice(0) })
+  }
+  const send = (m, waited) => {
+    outbox.push(m)
+    if (waited) soon ??= setImmediate(flush)
+    else if (!soon) later ??= setTimeout(flush, HOLD_MS).unref()
+  }
+  // A control message goes after every record sent before it.
+  const control = (m) => {
+    flush()
+    port.postMessage(m)
+  }
+
   const handle = (m) => {
     switch (m.op) {
-      case 'done': return settle(m)
+      case 'done': return m.list.forEach(settle)
       case 'adopt': return m.jobs.forEach((job) => scheduler.adopt(job))
       case 'submit': return answer(m)
       case 'log': return logger[m.level](m.obj, m.msg)
@@ -85,11 +111,11 @@ export async function startHandoffThread ({ config, logger, lineTimeouts, postDe
   async function answer ({ n, body }) {
     try {
       const { job, created, state } = await scheduler.submit(body)
-      port.postMessage({ op: 'answer', n, result: { job: { id: job.id }, created, state } })
+      send({ op: 'answer', n, result: { job: { id: job.id }, created, state } }, true)
     } catch (err) {
       const error = asSidecarError(err)
       if (error.code === 'INTERNAL') logger.error({ err }, 'hand-off failed')
-      port.postMessage({ op: 'answer', n, error: { code: error.code, message: error.message } })
+      send({ op: 'answer', n, error: { code: error.code, message: error.message } }, true)
     }
   }
 
@@ -104,19 +130,21 @@ export async function startHandoffThread ({ config, logger, lineTimeouts, postDe
   const store = {
     // As store.js's put; `create`: the job's first record, refused ({ known: true }) when the
     // thread has a job of that id.
+    // The record crosses as JSON, which the thread writes as it is.
     put (record, { durable = true, create = false } = {}) {
       if (failure) return Promise.reject(failure)
+      const json = JSON.stringify(record)
       if (!durable && !create) {
-        port.postMessage({ op: 'put', record, durable })
+        send({ op: 'put', id: record.id, json, durable }, false)
         return Promise.resolve()
       }
       const n = ++puts
-      port.postMessage({ op: 'put', n, record, durable, create })
+      send({ op: 'put', n, id: record.id, json, durable, create }, true)
       return new Promise((resolve, reject) => waiting.set(n, { resolve, reject }))
     },
     remove (id) {
       if (failure) return Promise.reject(failure)
-      port.postMessage({ op: 'remove', id })
+      send({ op: 'remove', id }, false)
       return Promise.resolve()
     },
     // Whether the thread has a job of this id (its write waited for): the main thread's last look
@@ -124,7 +152,7 @@ export async function startHandoffThread ({ config, logger, lineTimeouts, postDe
     known (id) {
       if (failure) return Promise.resolve(false)
       const n = ++puts
-      port.postMessage({ op: 'known', n, id })
+      send({ op: 'known', n, id }, true)
       return new Promise((resolve, reject) => waiting.set(n, { resolve, reject }))
     },
     loaded () {
@@ -154,7 +182,7 @@ export async function startHandoffThread ({ config, logger, lineTimeouts, postDe
     async close () {
       closing = true
       if (!failure) {
-        port.postMessage({ op: 'close' })
+        control({ op: 'close' })
         const closed = await next('closed')
         if (closed.error && !failure) logger.error({ err: closed.error }, 'closing the journal failed')
       }
@@ -168,14 +196,14 @@ export async function startHandoffThread ({ config, logger, lineTimeouts, postDe
     // Serves handoff.listen; `scheduler` runs the jobs made there and answers the lines passed here.
     async listen (s) {
       scheduler = s
-      port.postMessage({ op: 'listen' })
+      control({ op: 'listen' })
       const { addresses, error } = await next('listening')
       if (error) throw Object.assign(new Error(error.message), { code: error.code })
       return addresses
     },
     async stop (graceMs) {
       if (failure || !scheduler) return
-      port.postMessage({ op: 'stop', graceMs })
+      control({ op: 'stop', graceMs })
       await next('stopped')
     }
   }

@@ -15,10 +15,10 @@ import path from 'node:path'
 import { writeAll } from './datapath.js'
 
 const JOURNAL = 'jobs.journal'
-const DEFER_MS = 200
+export const DEFER_MS = 200 // the longest a line nobody waits for is held back (README, Durability)
 const WINDOW = 1024 * 1024 // what a compaction reads of the old journal at once
 
-export async function openJobStore ({ dir, logger, compactMinLines = 10000, sync = 'fsync', syncIntervalMs = 50, ownThread = false }) {
+export async function openJobStore ({ dir, logger, compactMinLines = 10000, sync = 'fsync', syncIntervalMs = 50, ownThread = false, deferMs = DEFER_MS }) {
   await fs.mkdir(dir, { recursive: true, mode: 0o750 })
   const file = path.join(dir, JOURNAL)
   const records = new Map() // id -> serialized job record (the last one in the journal)
@@ -38,7 +38,7 @@ export async function openJobStore ({ dir, logger, compactMinLines = 10000, sync
     if (err.code !== 'ENOENT') throw err
   }
   if (torn) logger?.warn({ torn }, 'ignored unreadable journal lines')
-  const store = new JobStore({ dir, file, records, logger, compactMinLines, sync, syncIntervalMs, ownThread })
+  const store = new JobStore({ dir, file, records, logger, compactMinLines, sync, syncIntervalMs, ownThread, deferMs })
   await store.compact()
   return store
 }
@@ -60,7 +60,7 @@ class JobStore {
   #unacked = new Set() // jobs whose first record is not written yet: a compaction must not copy them
   #turn = null // ownThread, "fsync" mode: the write of this turn's puts, to come (see #append)
 
-  constructor ({ dir, file, records, logger, compactMinLines, sync, syncIntervalMs, ownThread }) {
+  constructor ({ dir, file, records, logger, compactMinLines, sync, syncIntervalMs, ownThread, deferMs }) {
     this.dir = dir
     this.file = file
     // id -> the job's last record: where its line is in the journal ({ at, length }, in bytes), or,
@@ -73,6 +73,7 @@ class JobStore {
     this.writeMode = sync === 'write'
     this.syncIntervalMs = syncIntervalMs
     this.ownThread = ownThread
+    this.deferMs = deferMs
     // In "write" mode a batch is on disk once the background fdatasync has run.
     this.flags = C.O_WRONLY | C.O_APPEND | (this.writeMode ? 0 : C.O_DSYNC)
   }
@@ -87,15 +88,19 @@ class JobStore {
 
   // Resolves once the record is on disk; concurrent calls share one fdatasync. With
   // `durable: false` (transitions a crash may lose, like "running") the promise resolves at once and
-  // the line waits, for at most DEFER_MS, to ride along with the next durable batch; a newer line
+  // the line waits, for at most deferMs (DEFER_MS), to ride along with the next durable batch; a newer line
   // for the same job replaces it. A small job thus costs one synced write less.
-  put (record, { durable = true } = {}) {
-    const json = JSON.stringify(record)
-    const created = !this.records.has(record.id)
-    if (created && durable) this.#unacked.add(record.id) // until #written or #failed (createdId)
-    this.records.set(record.id, json)
-    this.#touched?.add(record.id)
-    return this.#append(record.id, `{"op":"put","job":${json}}`, json, created ? record.id : null, durable)
+  put (record, options) {
+    return this.putJson(record.id, JSON.stringify(record), options)
+  }
+
+  // put() of a record already in JSON (the hand-off thread gets the main thread's records so).
+  putJson (id, json, { durable = true } = {}) {
+    const created = !this.records.has(id)
+    if (created && durable) this.#unacked.add(id) // until #written or #failed (createdId)
+    this.records.set(id, json)
+    this.#touched?.add(id)
+    return this.#append(id, `{"op":"put","job":${json}}`, json, created ? id : null, durable)
   }
 
   // Not waited for on disk: a removal lost in a crash only brings back a finished job, pruned again.
@@ -114,11 +119,10 @@ class JobStore {
       this.#defer({ id, line, json, createdId: null })
       return Promise.resolve()
     }
-    // "write" mode, nothing else writing (a compaction, a reopen): written before this returns.
-    if (this.writeMode && !this.#flushing && this.#handle) return this.#writeNow({ id, line, json, createdId, resolve () {}, reject () {} })
-    // "fsync" mode on a thread that has nothing else to do (`ownThread`: the hand-off thread): the
-    // puts of one turn of the event loop share one synced write(2) on this thread, at the turn's end.
-    // A write on libuv's pool cost that thread a round trip to the pool longer than the write.
+    // On a thread that has nothing else to do (`ownThread`: the hand-off thread), the puts of one
+    // turn of the event loop share one write(2) on this thread, at the turn's end (synced in
+    // "fsync" mode: a write on libuv's pool cost that thread a round trip to the pool longer than
+    // the write; in "write" mode the main thread's records come many to a message).
     if (this.ownThread && !this.#flushing && this.#handle) {
       return new Promise((resolve, reject) => {
         this.#takeDeferred()
@@ -126,6 +130,8 @@ class JobStore {
         this.#writeAtTurnEnd()
       })
     }
+    // "write" mode, nothing else writing (a compaction, a reopen): written before this returns.
+    if (this.writeMode && !this.#flushing && this.#handle) return this.#writeNow({ id, line, json, createdId, resolve () {}, reject () {} })
     return new Promise((resolve, reject) => {
       this.#takeDeferred()
       this.#pending.push({ id, line, json, createdId, resolve, reject })
@@ -225,10 +231,10 @@ class JobStore {
     })
   }
 
-  // Holds a line back (nobody waits for it), written with the next batch or within DEFER_MS.
+  // Holds a line back (nobody waits for it), written with the next batch or within deferMs.
   #defer (entry) {
     this.#deferred.set(entry.id, { ...entry, resolve () {}, reject () {} })
-    this.#deferTimer ??= setTimeout(() => this.#flushDeferred(), DEFER_MS).unref()
+    this.#deferTimer ??= setTimeout(() => this.#flushDeferred(), this.deferMs).unref()
   }
 
   // Moves the deferred lines into the next batch.
@@ -243,7 +249,7 @@ class JobStore {
     if (this.#closed) return
     this.#takeDeferred()
     if (!this.#pending.length) return
-    if (this.ownThread && !this.writeMode) this.#writeAtTurnEnd()
+    if (this.ownThread) this.#writeAtTurnEnd()
     else this.#flushing ??= this.#flush()
   }
 

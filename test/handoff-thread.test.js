@@ -11,6 +11,8 @@ import { connectLines } from './helpers/lines.js'
 import { spawn } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import { validateConfig } from '../src/index.js'
+import { startHandoffThread } from '../src/handoff.js'
+import pino from 'pino'
 
 let sc, root, stateDir, handoffSocket, targets
 
@@ -228,6 +230,38 @@ describe('the hand-off thread at the start', () => {
     // Nothing is left behind: the state directory's lock is released (a second start gets as far).
     await expect(startTestSidecar({ stateDir: dir, roots: [root], targets, extra: { handoff: { listen: [`unix:${path.join(dir, 'h.sock')}`] } } }))
       .rejects.toThrow(/could not open the journal/)
+  })
+})
+
+// The main thread's records go to the thread together, at the end of a turn of its loop, or within
+// HOLD_MS when nobody waits for them (handoff.js): in the order they were put, every one of them.
+describe('the main thread\'s records to the thread\'s journal', () => {
+  it('arrive in order, those nobody waits for too, and all of them by the close', async () => {
+    const dir = await tempDir('handoff-records-')
+    const config = validateConfig({ stateDir: dir, roots: [], targets: { t: { type: 'file', dir: '/tmp' } }, logLevel: 'silent' })
+    const { store } = await startHandoffThread({ config, logger: pino({ level: 'silent' }) })
+    const journal = async () => (await fs.readFile(path.join(dir, 'jobs', 'jobs.journal'), 'utf8')).trim().split('\n').filter(Boolean)
+      .map((l) => JSON.parse(l)).map((l) => l.op === 'put' ? `${l.job.id}:${l.job.state}` : `del:${l.id}`)
+    try {
+      await store.put({ id: 'a', state: 'queued' }, { create: true })
+      store.put({ id: 'a', state: 'running' }, { durable: false })
+      await store.put({ id: 'b', state: 'queued' }, { create: true })
+      // The held record rode along with the durable one after it.
+      expect(await journal()).toEqual(['a:queued', 'a:running', 'b:queued'])
+      // Alone, nobody waiting: written all the same, in order (HOLD_MS here, then the journal's own
+      // hold; polled for, as a timer may be late on a loaded machine).
+      store.put({ id: 'a', state: 'succeeded' }, { durable: false })
+      store.remove('b')
+      const until = Date.now() + 5000
+      while ((await journal()).length < 5 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20))
+      expect(await journal()).toEqual(['a:queued', 'a:running', 'b:queued', 'a:succeeded', 'del:b'])
+      // Put just before the close: written by it.
+      store.put({ id: 'c', state: 'running' }, { durable: false })
+      store.remove('a')
+    } finally {
+      await store.close()
+    }
+    expect((await journal()).slice(-2)).toEqual(['c:running', 'del:a'])
   })
 })
 

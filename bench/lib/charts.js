@@ -89,7 +89,7 @@ export async function writeCharts (dir, results) {
   }
   const web = results.web?.records
   if (web?.length) {
-    specs['web.svg'] = bars({ values: web.map((r) => ({ ...r, label: `${r.page} ${r.rttMs ? `${r.rttMs} ms RTT` : 'loopback'}` })), category: 'label', value: 'requestsPerSecond', xTitle: 'requests/s', title: 'PHP endpoint under wrk: hand off vs upload directly', sort: null })
+    specs['web.svg'] = bars({ values: web.map((r) => ({ ...r, label: `${r.page}${r.thread ? ' (thread)' : ''} ${r.rttMs ? `${r.rttMs} ms RTT` : 'loopback'}` })), category: 'label', value: 'requestsPerSecond', xTitle: 'requests/s', title: 'PHP endpoint under wrk: hand off vs upload directly', sort: null })
   }
   const reuse = results.reuse?.summary
   if (reuse?.length) {

@@ -170,7 +170,7 @@ function burstSection (result, charts) {
 function webSection (records, charts) {
   const rtt = (r) => r.rttMs ? `${r.rttMs} ms RTT` : 'loopback'
   const direct = (r) => records.find((d) => d.page === 'direct.php' && d.rttMs === r.rttMs)
-  const body = records.map((r) => [r.page, rtt(r), f0(r.requestsPerSecond), String(r.requests), f2(r.latencyMs.p50), f2(r.latencyMs.p99), String(r.non2xx), String(r.socketErrors),
+  const body = records.map((r) => [r.thread ? `${r.page} on the hand-off thread's socket` : r.page, rtt(r), f0(r.requestsPerSecond), String(r.requests), f2(r.latencyMs.p50), f2(r.latencyMs.p99), String(r.non2xx), String(r.socketErrors),
     f2(r.phpCpuMsPerRequest), f2(r.daemonCpuMsPerRequest), r.jobs ? `${r.jobs.succeeded}/${r.jobs.accepted}, drained ${f1(r.drainSeconds)} s after` : '—',
     direct(r) ? f2(r.requestsPerSecond / direct(r).requestsPerSecond) : '—', direct(r) ? f2(direct(r).latencyMs.p99 / r.latencyMs.p99) : '—'])
   const pics = charts.includes('web.svg') ? '![web.svg](web.svg)' : ''
@@ -413,7 +413,8 @@ function method (params) {
     [ran('web'), `- Web endpoint: Debian's nginx and php-fpm 8.2 on private configs, pool \`pm = static\` with 8 workers,
   \`wrk -t2 -c16 -d${p.webSeconds}s\` per page, 20 warm-up requests per page; a new Client (and connection) per request (protocol ${protocol}).
   direct.php PUTs 4 KiB to httpd with php-curl, then answers; finish.php answers, calls \`fastcgi_finish_request()\`,
-  then does the same PUT in the same worker; handoff.php hands the upload to the daemon on a new connection, handoff-persistent.php on the one its worker keeps (the PHP client's \`persistent\` option). Each page once with httpd
+  then does the same PUT in the same worker; handoff.php hands the upload to the daemon on a new connection, handoff-persistent.php on the one its worker keeps (the PHP client's \`persistent\` option); both
+  again on a daemon of their own with a hand-off thread (\`handoff.listen\`, the client's \`handoff_socket\`; line protocol). Each page once with httpd
   on loopback and once 10 ms round trip away: the tests' TCP proxy (this kernel has no netem) holds each direction 5 ms (and a new connection
   one round trip), for the pages' php-curl and the daemon's target alike. PHP CPU is php-fpm's (master and
   workers); nginx's is not counted.`],

@@ -2,8 +2,10 @@
 // (pm = static, 8 workers). Four pages: direct.php PUTs a 4 KiB file to httpd with php-curl before
 // answering, finish.php answers first (fastcgi_finish_request()) and then does the same PUT in the
 // same worker, handoff.php hands it to the daemon (acked, unix socket) and answers, and
-// handoff-persistent.php does so on the connection its worker keeps (the client's `persistent`). wrk (-t2 -c16)
-// drives each for --web-seconds, once with httpd on loopback and once 10 ms round trip away (the
+// handoff-persistent.php does so on the connection its worker keeps (the client's `persistent`);
+// then the two hand-off pages again, handing off on the socket of a daemon with a hand-off thread
+// (handoff.listen, the client's `handoff_socket`; a daemon of its own, as the journal is then the
+// thread's for every submission). wrk (-t2 -c16) drives each for --web-seconds, once with httpd on loopback and once 10 ms round trip away (the
 // tests' TCP proxy delaying each direction 5 ms; the daemon's target and the direct pages go
 // through the same proxy). The hand-off page's uploads run after the fact: the time the daemon then
 // needs to empty its queue is reported too, and every accepted job must have succeeded.
@@ -21,12 +23,13 @@ import { cpuSeconds, treeCpuSeconds } from './procfs.js'
 import { check } from './verify.js'
 
 export const WEB_PAGES = ['direct.php', 'finish.php', 'handoff.php', 'handoff-persistent.php']
+const THREAD_PAGES = ['handoff.php', 'handoff-persistent.php'] // again, on the hand-off thread's socket
 const FILE_BYTES = 4096
 const WORKERS = 8 // php-fpm pm = static
 const WRK_ARGS = ['-t2', '-c16'] // more connections than workers: the pool is what limits
 export const WEB_RTTS_MS = [0, 10] // the target on loopback, then 10 ms round trip away
 
-export const estimateWeb = (opts) => 5 + WEB_RTTS_MS.length * (WEB_PAGES.length * (opts.webSeconds + 2) + opts.webSeconds * 3) // + backlog drain
+export const estimateWeb = (opts) => 10 + WEB_RTTS_MS.length * ((WEB_PAGES.length + THREAD_PAGES.length) * (opts.webSeconds + 2) + opts.webSeconds * 5) // + backlog drain
 
 export function requireWrk () {
   if (spawnSync('wrk', ['-v']).error) {
@@ -36,13 +39,13 @@ export function requireWrk () {
 
 // nginx + php-fpm (private configs, test/harness/nginx-fpm.js) serving bench/php/web, the pages
 // PUTting to `url` (httpd, or the delaying proxy in front of it) and handing off to `target`.
-async function startWebServer (env, { url, target, protocol }) {
+async function startWebServer (env, { url, target, protocol, daemon }) {
   const file = path.join(env.filesDir, 'web.bin')
   await fs.writeFile(file, randomFillSync(Buffer.alloc(FILE_BYTES)))
   const web = await startNginxFpm({
     docroot: path.join(PHP_DIR, 'web'),
     maxChildren: WORKERS,
-    env: { BENCH_SOCKET: env.daemon.socketPath, BENCH_PROTOCOL: protocol, BENCH_SIDECAR_TARGET: target, BENCH_FILE: file, BENCH_URL: url }
+    env: { BENCH_SOCKET: daemon.socketPath, BENCH_HANDOFF_SOCKET: daemon.handoffSocket ?? '', BENCH_PROTOCOL: protocol, BENCH_SIDECAR_TARGET: target, BENCH_FILE: file, BENCH_URL: url }
   })
   onCleanup(() => web.stop())
   return { base: web.url + '/', pid: web.fpmPid, stop: web.stop }
@@ -74,7 +77,7 @@ export function parseWrk (out) {
 
 export async function runWeb (env, opts, progress) {
   requireWrk()
-  progress.section('web', WEB_RTTS_MS.length * WEB_PAGES.length)
+  progress.section('web', WEB_RTTS_MS.length * (WEB_PAGES.length + THREAD_PAGES.length))
   const http = env.targets.http
   const httpd = new URL(http.uploadUrl)
   // The target 10 ms away: the same httpd behind a proxy holding each direction 5 ms.
@@ -82,15 +85,21 @@ export async function runWeb (env, opts, progress) {
   onCleanup(() => far.stop())
   const farUrl = new URL(httpd.pathname, far.url).href
   const farTarget = http.sidecarName + '-10ms'
-  const daemon = await env.startDaemon('web', { smallJobs: true, targets: { [farTarget]: { ...http.sidecarConfig, url: farUrl } } })
   const records = []
   try {
-    for (const rttMs of WEB_RTTS_MS) {
-      const server = await startWebServer(env, { protocol: opts.protocol, ...(rttMs ? { url: farUrl, target: farTarget } : { url: http.uploadUrl, target: http.sidecarName }) })
-      try {
-        for (const page of WEB_PAGES) records.push(await runPage(env, opts, progress, { daemon, server, page, rttMs }))
-      } finally {
-        await server.stop()
+    for (const [pages, thread] of [[WEB_PAGES, false], [THREAD_PAGES, true]]) {
+      const daemon = await env.startDaemon(thread ? 'web-thread' : 'web', { smallJobs: true, handoff: thread, targets: { [farTarget]: { ...http.sidecarConfig, url: farUrl } } })
+      for (const rttMs of WEB_RTTS_MS) {
+        const server = await startWebServer(env, {
+          daemon,
+          protocol: thread ? 'lines' : opts.protocol, // the hand-off thread speaks the line protocol only
+          ...(rttMs ? { url: farUrl, target: farTarget } : { url: http.uploadUrl, target: http.sidecarName })
+        })
+        try {
+          for (const page of pages) records.push(await runPage(env, opts, progress, { daemon, server, page, rttMs, thread }))
+        } finally {
+          await server.stop()
+        }
       }
     }
   } finally {
@@ -99,7 +108,7 @@ export async function runWeb (env, opts, progress) {
   return { records }
 }
 
-async function runPage (env, opts, progress, { daemon, server, page, rttMs }) {
+async function runPage (env, opts, progress, { daemon, server, page, rttMs, thread }) {
   const http = env.targets.http
   const url = server.base + page
   const prefix = { 'direct.php': 'web-direct-', 'finish.php': 'web-finish-' }[page]
@@ -141,6 +150,7 @@ async function runPage (env, opts, progress, { daemon, server, page, rttMs }) {
   const daemonCpuS = cpuSeconds(daemon.pid) - daemon0
   const record = {
     page,
+    thread, // handed off on the hand-off thread's socket
     rttMs,
     ...w,
     wrk: `wrk ${WRK_ARGS.join(' ')} -d${opts.webSeconds}s`,
@@ -150,7 +160,7 @@ async function runPage (env, opts, progress, { daemon, server, page, rttMs }) {
     drainSeconds,
     jobs
   }
-  progress.step(`${page.padEnd(22)} target ${rttMs ? `${rttMs} ms RTT away` : 'on loopback'}: ${w.requestsPerSecond.toFixed(0)} requests/s, latency p50 ${w.latencyMs.p50} ms p99 ${w.latencyMs.p99} ms, ` +
+  progress.step(`${(thread ? `${page} (thread)` : page).padEnd(31)} target ${rttMs ? `${rttMs} ms RTT away` : 'on loopback'}: ${w.requestsPerSecond.toFixed(0)} requests/s, latency p50 ${w.latencyMs.p50} ms p99 ${w.latencyMs.p99} ms, ` +
     `non-2xx ${w.non2xx}, connect/write/timeout errors ${w.socketErrors}, cpu/request PHP ${record.phpCpuMsPerRequest.toFixed(2)} ms daemon ${record.daemonCpuMsPerRequest.toFixed(2)} ms` +
     (jobs ? `; ${jobs.succeeded}/${jobs.accepted} jobs succeeded, queue drained ${drainSeconds.toFixed(1)} s after wrk` : ''))
   return record

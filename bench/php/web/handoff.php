@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 // Web endpoint that hands a small upload to the daemon (acked, unix socket) and answers at once.
 // Served by php-fpm (behind nginx) for bench/lib/web.js; configured by the environment: BENCH_SOCKET,
+// BENCH_HANDOFF_SOCKET (the daemon's handoff.listen socket, to hand off there; unset: none),
 // BENCH_PROTOCOL (the client's protocol option), BENCH_SIDECAR_TARGET, BENCH_FILE.
 
 require __DIR__ . '/../../../php-client/tests/bootstrap.php';
@@ -12,7 +13,8 @@ use TransferSidecar\Client;
 use TransferSidecar\Exception\SidecarException;
 
 try {
-    $client = new Client(['socket' => getenv('BENCH_SOCKET'), 'protocol' => getenv('BENCH_PROTOCOL') ?: 'lines']);
+    $client = new Client(['socket' => getenv('BENCH_SOCKET'), 'protocol' => getenv('BENCH_PROTOCOL') ?: 'lines']
+        + (getenv('BENCH_HANDOFF_SOCKET') ? ['handoff_socket' => getenv('BENCH_HANDOFF_SOCKET')] : []));
     $id = $client->upload(getenv('BENCH_SIDECAR_TARGET'), getenv('BENCH_FILE'), '/web-handoff-' . bin2hex(random_bytes(8)) . '.bin');
     echo "queued $id\n";
 } catch (SidecarException $e) {

@@ -53,8 +53,10 @@ function handle (m) {
     case 'listen': return startListening().then(() => port.postMessage({ op: 'listening', addresses: servers.map((s) => s.address) }),
       (err) => port.postMessage({ op: 'listening', error: { message: err.message, code: err.code } }))
     case 'stop': return stopListening(m.graceMs).then(() => port.postMessage({ op: 'stopped' }))
-    case 'close': return store.close().then(() => port.postMessage({ op: 'closed' }),
-      (err) => port.postMessage({ op: 'closed', error: { message: err.message } }))
+    // The answers to the last puts go before it (a close with nothing left to write settles
+    // before the turn in which they would be posted).
+    case 'close': return store.close().then(() => { postDones(); port.postMessage({ op: 'closed' }) },
+      (err) => { postDones(); port.postMessage({ op: 'closed', error: { message: err.message } }) })
   }
 }
 port.postMessage({ op: 'opened', records: store.loaded() })
@@ -75,7 +77,10 @@ async function put ({ n, id, json, durable, create }) {
 // The main thread's puts and lookups settled in this turn, answered in one message.
 const dones = []
 function done (d) {
-  if (dones.push(d) === 1) setImmediate(() => port.postMessage({ op: 'done', list: dones.splice(0) }))
+  if (dones.push(d) === 1) setImmediate(postDones)
+}
+function postDones () {
+  if (dones.length) port.postMessage({ op: 'done', list: dones.splice(0) })
 }
 
 // Whether a job of this id exists here, once one being made here is posted to the main thread (or

@@ -58,7 +58,7 @@ class JobStore {
   #touched = null // while a compaction runs: the jobs put or removed meanwhile
   #compactAsked = null // compact() was called: { promise, resolve, reject } of the rewrite to come
   #unacked = new Set() // jobs whose first record is not written yet: a compaction must not copy them
-  #turn = null // ownThread, "fsync" mode: the write of this turn's puts, to come (see #append)
+  #turn = null // ownThread: the write of this turn's puts, to come (see #append)
 
   constructor ({ dir, file, records, logger, compactMinLines, sync, syncIntervalMs, ownThread, deferMs }) {
     this.dir = dir

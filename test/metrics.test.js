@@ -394,6 +394,10 @@ describe('deploy/kubernetes', () => {
     expect(yaml).toMatch(new RegExp(`fsGroup: ${config.socketGroup} `))
     expect(config.socketMode).toBe('0660')
     expect(yaml).toContain(`value: ${socket}`)
+    // The hand-off thread's socket beside it, named to PHP too.
+    const handoff = config.handoff.listen[0].slice(5)
+    expect(path.dirname(handoff)).toBe(path.dirname(socket))
+    expect(yaml).toContain(`value: ${handoff}`)
   })
 
   it('admits Prometheus to the sidecar port by number: named ports of init containers are not resolved by every CNI', () => {

@@ -1,5 +1,5 @@
 // The PHP examples on the stack users run: Debian's nginx and php-fpm 8.2 on private configs, the
-// daemon beside them on its unix socket, a `file` target. The nginx server block holds the README's
+// daemon beside them on its unix socket and its hand-off thread's, a `file` target. The nginx server block holds the README's
 // X-Accel location taken verbatim; only its socket path /run/transfer-sidecar/sidecar.sock is
 // replaced by the test daemon's socket. A copy of that location broken in each of the ways that
 // matter must make the same checks fail.
@@ -15,7 +15,7 @@ const readme = await fs.readFile(path.join(repo, 'README.md'), 'utf8')
 const blocks = [...readme.matchAll(/```nginx\n([\s\S]*?)```/g)].map((m) => m[1])
 const README_SOCKET = '/run/transfer-sidecar/sidecar.sock'
 
-let sidecar, uploadRoot, store
+let sidecar, uploadRoot, store, handoffSocket
 
 function readmeLocation () {
   expect(blocks, 'README.md has exactly one ```nginx block').toHaveLength(1)
@@ -30,6 +30,7 @@ async function startWeb (locations, target = 'local') {
     locations,
     env: {
       SIDECAR_SOCKET: sidecar.socket,
+      SIDECAR_HANDOFF_SOCKET: handoffSocket,
       SIDECAR_UPLOAD_ROOT: uploadRoot,
       SIDECAR_TARGET: target,
       SIDECAR_ACCEL_PREFIX: '/sidecar-stream'
@@ -95,7 +96,9 @@ describe('examples on nginx + php-fpm with the README nginx location', () => {
   beforeAll(async () => {
     uploadRoot = await tempDir('nginx-fpm-uploads-')
     store = await tempDir('nginx-fpm-store-')
-    sidecar = await startTestSidecar({ roots: [uploadRoot], targets: { local: { type: 'file', dir: store } } })
+    // With the hand-off thread, as deploy/ runs it: the examples hand off on its socket.
+    handoffSocket = path.join(await tempDir('nginx-fpm-handoff-'), 'handoff.sock')
+    sidecar = await startTestSidecar({ roots: [uploadRoot], targets: { local: { type: 'file', dir: store } }, extra: { handoff: { listen: [`unix:${handoffSocket}`] } } })
   })
   afterAll(() => sidecar?.stop({ graceMs: 0 }))
 

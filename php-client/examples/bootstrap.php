@@ -5,7 +5,8 @@ declare(strict_types=1);
 // Autoloading for the examples (Composer's when installed, else a PSR-4 fallback), and a factory
 // for the Client configured from the environment:
 //   SIDECAR_SOCKET (unix socket) or SIDECAR_HOST/SIDECAR_PORT (default 127.0.0.1:8765),
-//   SIDECAR_TOKEN, SIDECAR_SPOOL.
+//   SIDECAR_HANDOFF_SOCKET (the daemon's handoff.listen socket, for job lines), SIDECAR_TOKEN,
+//   SIDECAR_SPOOL.
 // `persistent`: under php-fpm each worker keeps its connection to the daemon from one request to
 // the next (see the client's README).
 
@@ -26,7 +27,8 @@ if (is_file(__DIR__ . '/../vendor/autoload.php')) {
 
 return static function (): Client {
     $env = static fn (string $name): ?string => ($v = getenv($name)) === false || $v === '' ? null : $v;
-    $options = ['token' => $env('SIDECAR_TOKEN'), 'spool' => $env('SIDECAR_SPOOL'), 'persistent' => true];
+    $options = ['token' => $env('SIDECAR_TOKEN'), 'spool' => $env('SIDECAR_SPOOL'), 'persistent' => true,
+        'handoff_socket' => $env('SIDECAR_HANDOFF_SOCKET')];
     if ($env('SIDECAR_SOCKET') !== null) {
         $options['socket'] = $env('SIDECAR_SOCKET');
     } else {

@@ -5,7 +5,9 @@
 // queue drains, and every acked job is checked: its file in the target directory with the right
 // size, no other file there, the daemon's counters (accepted = succeeded = acked, no retry, so no
 // job ran twice), and no more than keepFinished jobs left in the daemon. The daemon's VmRSS is
-// sampled every RSS_SAMPLE_MS. The anchor: the same clients LPUSHing the same job body to redis.
+// sampled every RSS_SAMPLE_MS. Then the same on a daemon with a hand-off thread (handoff.listen),
+// the clients handing off on its socket (`sidecar-thread`). The anchor: the same clients LPUSHing
+// the same job body to redis.
 import fs from 'node:fs/promises'
 import { readdirSync, statSync } from 'node:fs'
 import path from 'node:path'
@@ -23,7 +25,7 @@ const STORE = 'burst-store'
 const REDIS_KEY = 'sidecar-bench-burst'
 
 // Per mode: the burst (3,000–10,000/s) and the drain (the file target fsyncs each file: ~700–1,700/s here).
-export const estimateBurst = (opts) => opts.journalModes.length * (8 + opts.burstJobs * (1 / 5000 + 1 / 1200)) + 4 + opts.burstJobs / 20000
+export const estimateBurst = (opts) => 2 * opts.journalModes.length * (8 + opts.burstJobs * (1 / 5000 + 1 / 1200)) + 4 + opts.burstJobs / 20000
 
 function percentiles (us) {
   const v = us.sort((a, b) => a - b)
@@ -96,10 +98,13 @@ function listFiles (dir) {
   return out
 }
 
-async function sidecarBurst ({ env, opts, progress, mode, file }) {
-  const storeDir = path.join(env.workDir, `burst-store-${mode}`)
-  const daemon = await env.startDaemon(`burst-${mode}`, {
+async function sidecarBurst ({ env, opts, progress, mode, file, thread }) {
+  const name = thread ? `${mode}-thread` : mode
+  const variant = thread ? 'sidecar-thread' : 'sidecar'
+  const storeDir = path.join(env.workDir, `burst-store-${name}`)
+  const daemon = await env.startDaemon(`burst-${name}`, {
     smallJobs: true,
+    handoff: thread,
     journal: mode,
     queue: { keepFinished: KEEP_FINISHED },
     targets: { [STORE]: { type: 'file', dir: storeDir } }
@@ -112,7 +117,14 @@ async function sidecarBurst ({ env, opts, progress, mode, file }) {
   })
   const before = await counters()
   const burstRss = sampleRss(daemon.pid, RSS_SAMPLE_MS)
-  const r = await burst({ env, opts, role: 'sidecar', name: mode, args: { socket: daemon.socketPath, protocol: opts.protocol, target: STORE, file, prefix: '/burst' } })
+  const r = await burst({
+    env,
+    opts,
+    role: 'sidecar',
+    name,
+    // The hand-off thread speaks the line protocol only.
+    args: { socket: daemon.socketPath, handoffSocket: daemon.handoffSocket, protocol: thread ? 'lines' : opts.protocol, target: STORE, file, prefix: '/burst' }
+  })
   const burstPeak = burstRss.stop()
   const drainRss = sampleRss(daemon.pid, RSS_SAMPLE_MS)
   const drainSeconds = await daemon.drained({ timeoutMs: 1_800_000 })
@@ -135,7 +147,7 @@ async function sidecarBurst ({ env, opts, progress, mode, file }) {
   const kept = (await res.json()).jobs
   const retriedKept = kept.filter((j) => j.attempts > 1).length
   const record = {
-    variant: 'sidecar',
+    variant,
     mode,
     ...burstFigures(r, opts),
     lost,
@@ -156,10 +168,10 @@ async function sidecarBurst ({ env, opts, progress, mode, file }) {
     phpCpuUsPerJob: r.phpCpuS * 1e6 / Math.max(1, r.acked.length)
   }
   await fs.rm(storeDir, { recursive: true, force: true })
-  progress.step(`sidecar ${mode.padEnd(5)} ${record.acked}/${record.jobs} acked in ${record.seconds.toFixed(2)} s: ${record.ackedPerSecond.toFixed(0)} hand-offs/s, ` +
+  progress.step(`${variant} ${mode.padEnd(5)} ${record.acked}/${record.jobs} acked in ${record.seconds.toFixed(2)} s: ${record.ackedPerSecond.toFixed(0)} hand-offs/s, ` +
     `median ${record.medianUs} µs p99 ${record.p99Us} µs; errors ${record.errors}, lost ${lost}, duplicated ${duplicated}, stray files ${strayFiles}, not succeeded ${record.notSucceeded}, retries ${record.retries}; ` +
     `drained ${drainSeconds.toFixed(1)} s later; RSS idle ${record.idleRssMiB.toFixed(0)}, peak ${record.burstPeakRssMiB.toFixed(0)} (burst) / ${record.drainPeakRssMiB.toFixed(0)} MiB (drain), ${kept.length} jobs kept (keepFinished ${KEEP_FINISHED})`)
-  check(record.errors === 0, `burst ${mode}: ${record.errors} hand-offs threw, e.g. ${record.firstErrors.join('; ')}`)
+  check(record.errors === 0, `burst ${name}: ${record.errors} hand-offs threw, e.g. ${record.firstErrors.join('; ')}`)
   return record
 }
 
@@ -199,19 +211,21 @@ async function redisBurst ({ env, opts, progress, file }) {
 }
 
 export async function runBurst (env, opts, progress) {
-  progress.section('burst', opts.journalModes.length + 1)
+  progress.section('burst', 2 * opts.journalModes.length + 1)
   const file = path.join(env.filesDir, 'burst.bin')
   await fs.writeFile(file, randomFillSync(Buffer.alloc(FILE_BYTES)))
   const records = []
   const skippedModes = []
   for (const mode of opts.journalModes) {
-    try {
-      records.push(await sidecarBurst({ env, opts, progress, mode, file }))
-    } catch (err) {
-      if (!/daemon (exited at start|not healthy)/.test(err.message)) throw err
-      skippedModes.push({ mode, error: err.message.split('\n')[0] })
-      progress.log(`burst: journal mode ${mode} skipped, the daemon did not start: ${err.message.split('\n').slice(0, 3).join(' ')}`)
-      progress.step(`${mode}: skipped`)
+    for (const thread of [false, true]) {
+      try {
+        records.push(await sidecarBurst({ env, opts, progress, mode, file, thread }))
+      } catch (err) {
+        if (!/daemon (exited at start|not healthy)/.test(err.message)) throw err
+        skippedModes.push({ mode, thread, error: err.message.split('\n')[0] })
+        progress.log(`burst: journal mode ${mode}${thread ? ' (hand-off thread)' : ''} skipped, the daemon did not start: ${err.message.split('\n').slice(0, 3).join(' ')}`)
+        progress.step(`${mode}${thread ? ' (hand-off thread)' : ''}: skipped`)
+      }
     }
   }
   records.push(await redisBurst({ env, opts, progress, file }))

@@ -8,11 +8,12 @@ declare(strict_types=1);
 // uploads of the same small file back to back, each to its own remote name, and writes
 // "id remote" per acked hand-off to idsFile and each hand-off's µs to timesFile.
 // Roles:
-//   sidecar      Client::upload() to the daemon's file target
+//   sidecar      Client::upload() to the daemon's file target (with handoffSocket: on the hand-off
+//                thread's socket, the client's handoff_socket)
 //   redis        php-redis LPUSH of the same JSON job body (appendfsync everysec)
 //   redis-check  after a redis burst: LLEN and distinct ids of the list, then DEL
-// Argument: {"role", "worker", "count", "socket", "target", "file", "prefix", "readyFile", "goFile",
-//            "idsFile", "timesFile", "redisPort", "redisKey"}
+// Argument: {"role", "worker", "count", "socket", "handoffSocket", "target", "file", "prefix",
+//            "readyFile", "goFile", "idsFile", "timesFile", "redisPort", "redisKey"}
 // Prints acked, errors, startedAt/endedAt (microtime(true) when it saw goFile, after its last
 // ack: one clock for all clients), and its CPU seconds.
 
@@ -43,7 +44,8 @@ if ($role === 'redis-check') {
 $count = (int) $a['count'];
 $call = match ($role) {
     'sidecar' => (static function () use ($a): callable {
-        $client = new Client(['socket' => $a['socket'], 'protocol' => $a['protocol'], 'read_timeout' => 120.0]);
+        $client = new Client(['socket' => $a['socket'], 'protocol' => $a['protocol'], 'read_timeout' => 120.0]
+            + (($a['handoffSocket'] ?? null) ? ['handoff_socket' => $a['handoffSocket']] : []));
         return static fn (string $remote): string => $client->upload($a['target'], $a['file'], $remote);
     })(),
     'redis' => (static function () use ($a): callable {

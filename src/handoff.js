@@ -45,8 +45,8 @@ export async function startHandoffThread ({ config, logger, lineTimeouts, postDe
   let once = null // the one message awaited: { op, settle }
 
   // What goes to the thread, in order, posted in one message at the end of this turn of the loop
-  // (or, if nothing in it is waited for, within HOLD_MS): a message wakes the thread, and one a
-  // record had cost this thread ~30 µs (a small job's records were ~12 % of its CPU).
+  // (or, if nothing in it is waited for, within HOLD_MS): a message wakes the thread, and one per
+  // record had cost this thread ~30 µs each (11.7 % of its time in a profile of small uploads).
   const outbox = []
   let soon = null
   let later = null

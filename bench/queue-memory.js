@@ -8,7 +8,8 @@
 // peak also holds the garbage V8 lets the heap grow by before a full collection.
 //   node bench/queue-memory.js [--jobs 100000] [--connections 4] [--window 512] [--sync write|fsync]
 //                              [--keep-finished 1000] [--idle-seconds 3] [--node-flag FLAG ...]
-//                              [--heap-snapshot DIR] [--quiet]
+//                              [--heap-snapshot DIR] [--handoff] [--quiet]
+// --handoff hands off on a socket of handoff.listen (the hand-off thread) instead of one of listen.
 // --idle-seconds: how long it watches the daemon once drained (the RSS once idle is its last sample).
 // --node-flag adds a node/V8 flag to the production ones (e.g. --heap-growing-percent=50), to try one.
 // --heap-snapshot DIR: a heap snapshot of the idle daemon and one once every job is acked (all of
@@ -34,6 +35,7 @@ const { values: o } = parseArgs({
     'idle-seconds': { type: 'string', default: '3' },
     'node-flag': { type: 'string', multiple: true, default: [] },
     'heap-snapshot': { type: 'string' },
+    handoff: { type: 'boolean', default: false },
     quiet: { type: 'boolean', default: false }
   }
 })
@@ -41,7 +43,7 @@ const N = Number(o.jobs)
 const C = Number(o.connections)
 const W = Number(o.window)
 if (!(N > 0) || !(C > 0) || !(W > 0) || !['write', 'fsync'].includes(o.sync) || !(Number(o['idle-seconds']) >= 1)) {
-  console.error('usage: node bench/queue-memory.js [--jobs N] [--connections C] [--window W] [--sync write|fsync] [--keep-finished N] [--idle-seconds S] [--node-flag FLAG ...] [--heap-snapshot DIR] [--quiet]')
+  console.error('usage: node bench/queue-memory.js [--jobs N] [--connections C] [--window W] [--sync write|fsync] [--keep-finished N] [--idle-seconds S] [--node-flag FLAG ...] [--heap-snapshot DIR] [--handoff] [--quiet]')
   process.exit(2)
 }
 
@@ -55,7 +57,11 @@ const daemon = await startSidecar({
   roots: [files],
   targets: { t: { type: 'file', dir: path.join(work, 'store') } },
   nodeFlags: [...o['node-flag'], ...(o['heap-snapshot'] ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${path.resolve(o['heap-snapshot'])}`] : [])],
-  extra: { journal: { sync: o.sync }, queue: { keepFinished: Number(o['keep-finished']), limit: Math.max(N, 10000) } }
+  extra: {
+    journal: { sync: o.sync },
+    queue: { keepFinished: Number(o['keep-finished']), limit: Math.max(N, 10000) },
+    ...(o.handoff && { handoff: { listen: [`unix:${path.join(work, 'handoff.sock')}`] } })
+  }
 })
 const MiB = (kib) => Math.round(kib / 1024)
 
@@ -107,7 +113,7 @@ try {
   const timer = setInterval(() => sample('burst').catch(() => {}), 1000)
   const shares = Array.from({ length: C }, (_, c) => Math.floor(N / C) + (c < N % C ? 1 : 0))
   try {
-    await Promise.all(shares.map((count, c) => handOffLines(daemon.socketPath, {
+    await Promise.all(shares.map((count, c) => handOffLines(o.handoff ? path.join(work, 'handoff.sock') : daemon.socketPath, {
       count,
       window: W,
       job: (i) => ({ direction: 'upload', target: 't', local: source, remote: `/c${c}/f${i}`, overwrite: true })
@@ -136,6 +142,7 @@ try {
   console.log('SUMMARY', JSON.stringify({
     jobs: N,
     sync: o.sync,
+    handoff: o.handoff,
     keepFinished: Number(o['keep-finished']),
     nodeFlags: [...o['node-flag'], ...(o['heap-snapshot'] ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${path.resolve(o['heap-snapshot'])}`] : [])],
     seconds: +seconds.toFixed(1),

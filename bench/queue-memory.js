@@ -15,7 +15,8 @@
 // --heap-snapshot DIR: a heap snapshot of the idle daemon and one once every job is acked (all of
 // them queued or running), written to DIR; the live heap of each (V8 collects the garbage before it
 // takes one) gives what a queued job holds, a figure that does not move with the GC's timing as the
-// peak RSS does.
+// peak RSS does; and one once drained, which should hold no more than keepFinished jobs. (The main
+// thread's heap only: a hand-off thread's is not in them.)
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
@@ -138,6 +139,8 @@ try {
     await sleep(1000)
     after = await sample('idle')
   }
+  // Once drained: what the main thread still holds (keepFinished jobs, and nothing of the others).
+  const drainedHeap = o['heap-snapshot'] ? await liveHeapBytes() : null
   const stored = (await fs.readdir(path.join(work, 'store'), { recursive: true })).filter((f) => f.includes('/f')).length
   console.log('SUMMARY', JSON.stringify({
     jobs: N,
@@ -155,6 +158,7 @@ try {
     ...(o['heap-snapshot'] && {
       liveHeapIdleMiB: +(idleHeap / 1048576).toFixed(1),
       liveHeapQueuedMiB: +(queuedHeap / 1048576).toFixed(1),
+      liveHeapDrainedMiB: +(drainedHeap / 1048576).toFixed(1),
       jobsUnfinishedAtSnapshot: queued,
       liveBytesPerUnfinishedJob: Math.round((queuedHeap - idleHeap) / queued)
     }),

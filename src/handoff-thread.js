@@ -48,15 +48,15 @@ function handle (m) {
   switch (m.op) {
     case 'put': return put(m)
     case 'remove': return store.remove(m.id).catch(() => {}) // only after close (a stop's last moments)
-    case 'known': return knownHere(m.id).then((has) => done({ n: m.n, has }))
+    case 'known': return knownHere(m.id).then((has) => reply({ n: m.n, has }))
     case 'answer': return answered(m)
     case 'listen': return startListening().then(() => port.postMessage({ op: 'listening', addresses: servers.map((s) => s.address) }),
       (err) => port.postMessage({ op: 'listening', error: { message: err.message, code: err.code } }))
     case 'stop': return stopListening(m.graceMs).then(() => port.postMessage({ op: 'stopped' }))
     // The answers to the last puts go before it (a close with nothing left to write settles
     // before the turn in which they would be posted).
-    case 'close': return store.close().then(() => { postDones(); port.postMessage({ op: 'closed' }) },
-      (err) => { postDones(); port.postMessage({ op: 'closed', error: { message: err.message } }) })
+    case 'close': return store.close().then(() => { postReplies(); port.postMessage({ op: 'closed' }) },
+      (err) => { postReplies(); port.postMessage({ op: 'closed', error: { message: err.message } }) })
   }
 }
 port.postMessage({ op: 'opened', records: store.loaded() })
@@ -67,20 +67,20 @@ port.postMessage({ op: 'opened', records: store.loaded() })
 async function put ({ n, id, json, durable, create }) {
   if (create && store.records.has(id)) {
     await making.get(id)?.catch(() => {})
-    if (store.records.has(id)) return done({ n, known: true })
+    if (store.records.has(id)) return reply({ n, known: true })
   }
   const written = store.putJson(id, json, { durable })
-  if (n) written.then(() => done({ n }), (err) => done({ n, error: { message: err.message, code: err.code } }))
+  if (n) written.then(() => reply({ n }), (err) => reply({ n, error: { message: err.message, code: err.code } }))
   else written.catch(() => {}) // not durable: resolved at once, or refused after close
 }
 
 // The main thread's puts and lookups settled in this turn, answered in one message.
-const dones = []
-function done (d) {
-  if (dones.push(d) === 1) setImmediate(postDones)
+const replies = []
+function reply (r) {
+  if (replies.push(r) === 1) setImmediate(postReplies)
 }
-function postDones () {
-  if (dones.length) port.postMessage({ op: 'done', list: dones.splice(0) })
+function postReplies () {
+  if (replies.length) port.postMessage({ op: 'done', list: replies.splice(0) })
 }
 
 // Whether a job of this id exists here, once one being made here is posted to the main thread (or

@@ -88,8 +88,8 @@ class JobStore {
 
   // Resolves once the record is on disk; concurrent calls share one fdatasync. With
   // `durable: false` (transitions a crash may lose, like "running") the promise resolves at once and
-  // the line waits, for at most deferMs (DEFER_MS), to ride along with the next durable batch; a newer line
-  // for the same job replaces it. A small job thus costs one synced write less.
+  // the line waits, for at most deferMs (DEFER_MS), to ride along with the next durable batch; a
+  // newer line for the same job replaces it. A small job thus costs one synced write less.
   put (record, options) {
     return this.putJson(record.id, JSON.stringify(record), options)
   }

@@ -44,8 +44,7 @@ if ($role === 'redis-check') {
 $count = (int) $a['count'];
 $call = match ($role) {
     'sidecar' => (static function () use ($a): callable {
-        $client = new Client(['socket' => $a['socket'], 'protocol' => $a['protocol'], 'read_timeout' => 120.0]
-            + (($a['handoffSocket'] ?? null) ? ['handoff_socket' => $a['handoffSocket']] : []));
+        $client = new Client(['socket' => $a['socket'], 'handoff_socket' => $a['handoffSocket'] ?? null, 'protocol' => $a['protocol'], 'read_timeout' => 120.0]);
         return static fn (string $remote): string => $client->upload($a['target'], $a['file'], $remote);
     })(),
     'redis' => (static function () use ($a): callable {

@@ -14,8 +14,7 @@ use TransferSidecar\Client;
 use TransferSidecar\Exception\SidecarException;
 
 try {
-    $client = new Client(['socket' => getenv('BENCH_SOCKET'), 'persistent' => true]
-        + (getenv('BENCH_HANDOFF_SOCKET') ? ['handoff_socket' => getenv('BENCH_HANDOFF_SOCKET')] : []));
+    $client = new Client(['socket' => getenv('BENCH_SOCKET'), 'handoff_socket' => getenv('BENCH_HANDOFF_SOCKET') ?: null, 'persistent' => true]);
     $id = $client->upload(getenv('BENCH_SIDECAR_TARGET'), getenv('BENCH_FILE'), '/web-handoff-' . bin2hex(random_bytes(8)) . '.bin');
     echo "queued $id\n";
 } catch (SidecarException $e) {

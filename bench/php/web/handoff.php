@@ -13,8 +13,7 @@ use TransferSidecar\Client;
 use TransferSidecar\Exception\SidecarException;
 
 try {
-    $client = new Client(['socket' => getenv('BENCH_SOCKET'), 'protocol' => getenv('BENCH_PROTOCOL') ?: 'lines']
-        + (getenv('BENCH_HANDOFF_SOCKET') ? ['handoff_socket' => getenv('BENCH_HANDOFF_SOCKET')] : []));
+    $client = new Client(['socket' => getenv('BENCH_SOCKET'), 'handoff_socket' => getenv('BENCH_HANDOFF_SOCKET') ?: null, 'protocol' => getenv('BENCH_PROTOCOL') ?: 'lines']);
     $id = $client->upload(getenv('BENCH_SIDECAR_TARGET'), getenv('BENCH_FILE'), '/web-handoff-' . bin2hex(random_bytes(8)) . '.bin');
     echo "queued $id\n";
 } catch (SidecarException $e) {

@@ -12,7 +12,9 @@
 // redis-server with appendfsync everysec) and fdatasync (the floor of "fsync" mode: a bare
 // write + fdatasync of a journal-sized line, on the file system of the daemon's state directory;
 // fdatasync-loaded: the same back to back while php-curl PUTs the same 4 KiB file to httpd back to
-// back, i.e. with the disk writes the daemon's own jobs bring during its back-to-back variants).
+// back, i.e. with the disk writes the daemon's own jobs bring during its back-to-back variants);
+// pingpong: the same job line from PHP to a second PHP process that answers it and does nothing
+// else (a unix socketpair), the floor of any acknowledged hand-off between two processes here.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { existsSync, openSync, writeSync, fdatasyncSync, closeSync } from 'node:fs'
@@ -25,7 +27,7 @@ import { cpuSeconds } from './procfs.js'
 const FILE_BYTES = 4096
 const SIDECAR_VARIANTS = ['acked-unix', 'acked-tcp', 'acked-http-unix', 'acked-thread', 'noack-unix']
 const EXEC_WAIT_MS = 300_000
-const EST_CALL_S = { 'acked-unix': 0.004, 'acked-tcp': 0.004, 'acked-http-unix': 0.004, 'acked-thread': 0.004, 'noack-unix': 0.002, 'exec-curl': 0.015, direct: 0.0015, 'redis-lpush': 0.0002, fdatasync: 0.0005, 'fdatasync-loaded': 0.0015 }
+const EST_CALL_S = { 'acked-unix': 0.004, 'acked-tcp': 0.004, 'acked-http-unix': 0.004, 'acked-thread': 0.004, 'noack-unix': 0.002, 'exec-curl': 0.015, direct: 0.0015, 'redis-lpush': 0.0002, pingpong: 0.0001, fdatasync: 0.0005, 'fdatasync-loaded': 0.0015 }
 const PACE_US = 5000
 const REDIS_KEY = 'sidecar-bench-jobs'
 // A journal line of a small upload, about as long as the daemon's (the floor's appended write).
@@ -247,7 +249,7 @@ async function runVariant ({ env, opts, progress, variant, mode, daemon, redis, 
   } else if (base === 'redis-lpush') {
     daemonCpuS = daemonBurstCpuS // redis-server's: it only stores the job, no upload runs
     lost = calls - r.errors - r.queued
-  } else if (!base.startsWith('fdatasync')) {
+  } else if (!base.startsWith('fdatasync') && base !== 'pingpong') {
     if (base === 'exec-curl') ({ cpuS: backgroundCpuS } = await backgroundCurlCpu(timesDir, calls - r.errors))
     const arrived = await countArrived(http.localPath(''), prefix, calls)
     lost = calls - r.errors - arrived
@@ -273,7 +275,7 @@ async function runVariant ({ env, opts, progress, variant, mode, daemon, redis, 
     lost,
     failed,
     failures,
-    phpCpuUsPerCall: base.startsWith('fdatasync') ? null : perCallUs(r.cpuS + r.childrenCpuS),
+    phpCpuUsPerCall: base.startsWith('fdatasync') ? null : perCallUs(r.cpuS + r.childrenCpuS), // pingpong: both PHP processes'
     syncs: r.syncs ?? null, // fdatasync-loaded: the syncs timed while php-curl ran
     loadCallsPerSecond: r.loadCallsPerSecond ?? null, // … and php-curl's uploads per second meanwhile
     daemonBurstCpuUsPerCall: perCallUs(daemonBurstCpuS),

@@ -215,17 +215,20 @@ export function handoffGoals (results) {
   const at = (variant, mode = null) => ho.find((r) => r.variant === variant && r.mode === mode)
   if (ho.length) {
     const pacedWrite = at('acked-unix-paced', 'write')
+    // What a line each way between two PHP processes costs with nothing done between: the floor.
+    const pingPaced = at('pingpong-paced')
+    const floorNote = pingPaced ? `; two PHP processes trading the same line and doing nothing else: ${us(pingPaced)}` : ''
     out.push({
       goal: 'acked hand-off, one call every 5 ms, median ≤ 60 µs ("write" mode, unix socket)',
       met: known(pacedWrite?.medianUs) ? pacedWrite.medianUs <= 60 : null,
-      detail: `${us(pacedWrite)} (TCP ${us(at('acked-tcp-paced', 'write'))}; over HTTP ${us(at('acked-http-unix-paced', 'write'))}; hand-off thread ${us(at('acked-thread-paced', 'write'))}; direct PUT ${us(at('direct-paced'))})`
+      detail: `${us(pacedWrite)} (TCP ${us(at('acked-tcp-paced', 'write'))}; over HTTP ${us(at('acked-http-unix-paced', 'write'))}; hand-off thread ${us(at('acked-thread-paced', 'write'))}; direct PUT ${us(at('direct-paced'))}${floorNote})`
     })
     const pacedFsync = at('acked-unix-paced', 'fsync')
     const floor = at('fdatasync-paced')
     out.push({
       goal: 'acked hand-off, one call every 5 ms, median ≤ bare fdatasync median + 60 µs ("fsync" mode, unix socket)',
       met: known(pacedFsync?.medianUs, floor?.medianUs) ? pacedFsync.medianUs <= floor.medianUs + 60 : null,
-      detail: `${us(pacedFsync)} against fdatasync ${us(floor)} + 60 (TCP ${us(at('acked-tcp-paced', 'fsync'))}; over HTTP ${us(at('acked-http-unix-paced', 'fsync'))}; hand-off thread ${us(at('acked-thread-paced', 'fsync'))})`
+      detail: `${us(pacedFsync)} against fdatasync ${us(floor)} + 60 (TCP ${us(at('acked-tcp-paced', 'fsync'))}; over HTTP ${us(at('acked-http-unix-paced', 'fsync'))}; hand-off thread ${us(at('acked-thread-paced', 'fsync'))}${floorNote})`
     })
     for (const mode of ['fsync', 'write']) {
       const b2b = at('acked-unix', mode)
@@ -254,7 +257,9 @@ export function handoffGoals (results) {
     out.push({
       goal: 'acked hand-off median at or below redis LPUSH (appendfsync everysec) ("write" mode, paced and back to back)',
       met: pairs.length ? pairs.every(([a, b]) => a.medianUs <= b.medianUs) : null,
-      detail: `paced ${us(pacedWrite)} against ${us(redisPaced)}; back to back ${us(b2bWrite)} against ${us(redisB2b)}`
+      detail: `paced ${us(pacedWrite)} against ${us(redisPaced)}; back to back ${us(b2bWrite)} against ${us(redisB2b)}` +
+        ` (hand-off thread ${us(at('acked-thread-paced', 'write'))}, ${us(at('acked-thread', 'write'))}` +
+        `${at('pingpong') || pingPaced ? `; two PHP processes trading the line and doing nothing else ${us(pingPaced)}, ${us(at('pingpong'))}` : ''})`
     })
   }
   const bu = results.burst?.records ?? []
@@ -405,7 +410,10 @@ function method (params) {
   \`fs.fdatasyncSync\` (both direct system calls, no thread pool), on the file system of the daemon's state
   directory; its "all CPU" is the bench process's. fdatasync-loaded: the same loop back to back in a thread of the bench
   process while php-curl PUTs the 4 KiB file to httpd back to back (the direct variant's load, what the daemon's jobs
-  bring during its back-to-back variants): httpd's files are on the same disk, and each fdatasync commits them too.`],
+  bring during its back-to-back variants): httpd's files are on the same disk, and each fdatasync commits them too.
+  pingpong: the same JSON job line written by PHP to a second PHP process over a unix socketpair, which answers it with
+  a 202 line as the daemon's and does nothing else (no parse, check, record or upload): the floor of any acknowledged
+  hand-off between two processes on this machine, paced and back to back; its CPU is both processes'.`],
     [ran('burst'), `- Burst (issue #18, 4): ${p.burstClients} php processes (bench/php/burst.php) each hand off a share of ${p.burstJobs} uploads of
   one 4 KiB file to a \`file\` target, back to back over the unix socket, one kept-alive Client each (protocol ${protocol}); they
   start together (each creates a ready file once its client exists, then polls for a go file every 100 µs).

@@ -11,6 +11,9 @@ declare(strict_types=1);
 //   direct                 a blocking php-curl PUT of the file to httpd, new handle per call
 //   redis-lpush            php-redis LPUSH of the same JSON job body Client::upload() sends, to a
 //                          redis-server with appendfsync everysec (the anchor of issue #18)
+//   pingpong               the same JSON job line written to a second PHP process over a unix socketpair,
+//                          which answers it with a 202 line as long as the daemon's and does nothing else:
+//                          the floor of any acknowledged hand-off between two processes on this machine
 // Argument: {"variant", "count", "pauseUs" (between calls, 0: back to back), "file", "socket", "port", "sidecarTarget", "remotePrefix",
 //            "url" (httpd base, exec-curl and direct), "redisPort", "redisKey" (redis-lpush), "timesDir" (exec-curl: each background call
 //            runs under bash, whose `times` builtin writes the CPU of its curl to timesDir/<i>)}
@@ -32,6 +35,7 @@ $size = filesize($file);
 $ids = [];
 $errors = [];
 $redis = null;
+$echo = null; // pingpong: [the socket, the answering child's pid]
 
 $call = match ($variant) {
     'acked-unix', 'acked-tcp', 'acked-http-unix', 'acked-thread', 'noack-unix' => (static function () use ($a, $variant, $file, &$ids): callable {
@@ -79,6 +83,32 @@ $call = match ($variant) {
             $ids[] = $id;
         };
     })(),
+    'pingpong' => (static function () use ($a, $file, &$echo): callable {
+        [$ours, $theirs] = stream_socket_pair(STREAM_PF_UNIX, STREAM_SOCK_STREAM, STREAM_IPPROTO_IP)
+            ?: fail('stream_socket_pair failed');
+        $pid = pcntl_fork();
+        if ($pid === -1) {
+            fail('pcntl_fork failed');
+        }
+        if ($pid === 0) {
+            fclose($ours);
+            // Each line answered as the daemon answers a hand-off, and nothing else done.
+            while (($line = fgets($theirs)) !== false) {
+                fwrite($theirs, '{"status":202,"id":"' . JobId::generate() . '","state":"queued"}' . "\n");
+            }
+            exit(0);
+        }
+        fclose($theirs);
+        $echo = [$ours, $pid];
+        return static function (int $i) use ($ours, $a, $file): void {
+            $job = ['id' => JobId::generate(), 'direction' => 'upload', 'target' => $a['sidecarTarget'], 'local' => $file, 'remote' => sprintf('/%s-%d.bin', $a['remotePrefix'], $i)];
+            fwrite($ours, json_encode($job, JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_THROW_ON_ERROR) . "\n");
+            $answer = fgets($ours);
+            if ($answer === false || json_decode($answer, true)['status'] !== 202) {
+                throw new RuntimeException('no answer from the other process');
+            }
+        };
+    })(),
     default => fail('unknown variant ' . json_encode($variant)),
 };
 
@@ -101,6 +131,11 @@ for ($i = 0; $i < $count; $i++) {
     }
 }
 $wall = (hrtime(true) - $started) / 1e9;
+// pingpong: the answering process ends with the socket, and its CPU is counted with the children's.
+if ($echo !== null) {
+    fclose($echo[0]);
+    pcntl_waitpid($echo[1], $status);
+}
 // redis-lpush: the jobs that are in the list (lost = handed off but not there), then emptied.
 $queued = null;
 if ($redis !== null) {

@@ -100,7 +100,10 @@ export async function startHandoffThread ({ config, logger, lineTimeouts, postDe
   worker.on('exit', (code) => ended(new Error(`the hand-off thread exited (code ${code})`)))
 
   function settle ({ n, known, has, error }) {
-    const { resolve, reject } = waiting.get(n)
+    // Already rejected if the thread ended first (ended() cleared them): nothing waits any more.
+    const waiter = waiting.get(n)
+    if (!waiter) return
+    const { resolve, reject } = waiter
     waiting.delete(n)
     if (has !== undefined) resolve(has) // the answer to known()
     else if (known) reject(Object.assign(new Error('a job of this id was made by a hand-off'), { known: true }))

@@ -6,9 +6,7 @@
 # Node 26 (LTS): the runtime the test suites run on in CI (package.json allows 24 and 26).
 FROM node:26-slim
 
-# MALLOC_ARENA_MAX=4: as the bin's shebang sets it (see there).
 ENV NODE_ENV=production \
-    MALLOC_ARENA_MAX=4 \
     STATE_DIRECTORY=/var/lib/transfer-sidecar \
     SIDECAR_HEALTH_URL=http://127.0.0.1:8765/healthz
 WORKDIR /app

@@ -17,7 +17,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { fileURLToPath } from 'node:url'
-import { NODE_FLAGS, NODE_ENV } from './lib/sidecar.js'
+import { NODE_FLAGS } from './lib/sidecar.js'
 import { timedParallel } from './lib/parallel.js'
 import { startHttpd } from '../test/harness/httpd.js'
 import { createSmallFiles } from './lib/testfile.js'
@@ -66,11 +66,11 @@ async function main () {
   }
 }
 
-// One round in a fresh node process under the daemon's flags and environment, its GC traced.
+// One round in a fresh node process under the daemon's flags, its GC traced.
 function child (spec) {
   const self = fileURLToPath(import.meta.url)
   return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [...NODE_FLAGS, '--trace-gc-nvp', self, '--child', JSON.stringify(spec)], { env: { ...process.env, ...NODE_ENV }, stdio: ['ignore', 'pipe', 'inherit'] })
+    const p = spawn(process.execPath, [...NODE_FLAGS, '--trace-gc-nvp', self, '--child', JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'inherit'] })
     let out = ''
     p.stdout.setEncoding('utf8').on('data', (d) => { out += d })
     p.once('error', reject)

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S MALLOC_ARENA_MAX=4 node --max-semi-space-size=8 --heap-growing-percent=50
+#!/usr/bin/env -S node --max-semi-space-size=8 --heap-growing-percent=50
 // Command line entry: parse flags, load the config, start, stop on SIGTERM/SIGINT.
 // --max-semi-space-size=8: a young generation of up to 8 MiB (V8's default is 16). Small jobs in
 // flight hold ~100 KB of short-lived objects each; with 1 MiB (this daemon's flag before) most
@@ -12,14 +12,6 @@
 // against 115–118, for the same CPU a job within the noise (GC pauses +15 % in the drain) and the
 // same peak RSS in large transfers (bench/queue-memory.js, bench/job-cpu.js, the concurrency
 // section; alternating pairs, 2026-11-26).
-// MALLOC_ARENA_MAX=4: glibc's malloc keeps at most four arenas instead of one per thread that
-// allocates (up to 8 × the CPUs). With one each, the daemon's threads (libuv's pool, V8's helpers,
-// the hashing and hand-off threads) held memory the others could not reuse: 64 downloads at once
-// peaked 8–15 MiB lower with sha256 and 3–8 MiB with digest "none"; uploads and single transfers
-// moved by less than 2 MiB. Two arenas saved a few MiB more but cost small jobs ~8 % more CPU in
-// three pairs of bench/job-cpu.js (threads sharing an arena take turns on its lock); four did not
-// in six (the concurrency section and job-cpu, alternating pairs, 2026-11-27). Read by glibc when the process starts, so
-// it is set here, by npm start, the Dockerfile and the systemd unit; musl ignores it.
 import { parseArgs } from 'node:util'
 import { readFileSync } from 'node:fs'
 

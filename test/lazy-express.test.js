@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { startTestSidecar, tempDir, client, waitFor } from './helpers/sidecar.js'
 import { freePort } from './helpers/ports.js'
-import { PRODUCTION_FLAGS, PRODUCTION_ENV } from './helpers/node-flags.js'
+import { PRODUCTION_FLAGS } from './helpers/node-flags.js'
 
 const BIN = fileURLToPath(new URL('../bin/transfer-sidecar.js', import.meta.url))
 
@@ -87,7 +87,7 @@ describe('express, loaded again after a load that failed', () => {
     await fs.mkdir(path.join(dir, 'root'))
     const config = path.join(dir, 'config.json')
     await fs.writeFile(config, JSON.stringify({ listen: [`127.0.0.1:${port}`], stateDir: path.join(dir, 'state'), roots: [path.join(dir, 'root')], targets: { local: { type: 'file', dir: path.join(dir, 'store') } } }))
-    const child = spawn('prlimit', [`--nofile=${LIMIT}:${LIMIT}`, process.execPath, ...PRODUCTION_FLAGS, BIN], { env: { ...process.env, ...PRODUCTION_ENV, SIDECAR_CONFIG: config }, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn('prlimit', [`--nofile=${LIMIT}:${LIMIT}`, process.execPath, ...PRODUCTION_FLAGS, BIN], { env: { ...process.env, SIDECAR_CONFIG: config }, stdio: ['ignore', 'pipe', 'pipe'] })
     let output = ''
     child.stdout.on('data', (d) => { output += d })
     child.stderr.on('data', (d) => { output += d })

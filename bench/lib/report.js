@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url'
 import { formatSeconds } from './progress.js'
 import { distinct } from './stats.js'
 import { throughputTargets } from './throughput.js'
-import { NODE_FLAGS, NODE_ENV } from './sidecar.js'
+import { NODE_FLAGS } from './sidecar.js'
 import { redisVersion } from './redis.js'
 import { JOURNAL_LINE_BYTES } from './handoff.js'
 import { KEEP_FINISHED as KEEP_FINISHED_DOC } from './burst.js'
@@ -341,8 +341,8 @@ function method (params) {
   whole throughput section and sizes ascend, so a size's peak also holds what smaller ones left resident.`
     : ''
   const bullets = [
-    [true, `- The daemon runs as in production: \`${Object.entries(NODE_ENV).map(([k, v]) => `${k}=${v} `).join('')}node ${NODE_FLAGS.join(' ')} bin/transfer-sidecar.js\` (flags and
-  environment from the bin's shebang), its config listing loopback TCP and a unix socket, log level warn; a fresh one per section,
+    [true, `- The daemon runs as in production: \`node ${NODE_FLAGS.join(' ')} bin/transfer-sidecar.js\` (flags from the bin's
+  shebang), its config listing loopback TCP and a unix socket, log level warn; a fresh one per section,
   warmed up by an untimed upload and download of 16 MiB${smallJobs ? ' (in the hand-off, burst, reuse and web sections also 300 uploads of 4 KiB, one after the other)' : ''} (a fresh daemon's first jobs are much slower).`],
     [ran('throughput') || ran('concurrency'), `- Every competitor runs in the same run; per size, the competitors of a direction go back to back
   and their order rotates from run to run. Ratios are medians of per-run ratios (paired), so the

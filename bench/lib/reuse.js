@@ -13,7 +13,7 @@ import { randomFillSync } from 'node:crypto'
 import { execFile } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { runPhp } from './php.js'
-import { NODE_FLAGS, NODE_ENV } from './sidecar.js'
+import { NODE_FLAGS } from './sidecar.js'
 import { cpuSeconds } from './procfs.js'
 import { check } from './verify.js'
 import { distinct, median, pairedRatio, spread } from './stats.js'
@@ -115,10 +115,10 @@ async function reuseRuns ({ opts, progress, daemon, mode, http, files, variants 
   return records
 }
 
-// bench/node-put.js under the daemon's node flags and environment; its JSON result as runPhp gives PHP's.
+// bench/node-put.js under the daemon's node flags; its JSON result as runPhp gives PHP's.
 function runNodePut (args) {
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, [...NODE_FLAGS, NODE_PUT, JSON.stringify(args)], { env: { ...process.env, ...NODE_ENV }, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+    execFile(process.execPath, [...NODE_FLAGS, NODE_PUT, JSON.stringify(args)], { maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
       if (err) return reject(new Error(`node-put: ${err.message} ${stderr.slice(-2000)}`))
       try {
         resolve(JSON.parse(stdout.trim().split('\n').at(-1)))

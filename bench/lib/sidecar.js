@@ -7,11 +7,11 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { freePort } from '../../test/helpers/ports.js'
-import { PRODUCTION_FLAGS as NODE_FLAGS, PRODUCTION_ENV as NODE_ENV } from '../../test/helpers/node-flags.js'
+import { PRODUCTION_FLAGS as NODE_FLAGS } from '../../test/helpers/node-flags.js'
 
 const BIN = fileURLToPath(new URL('../../bin/transfer-sidecar.js', import.meta.url))
 // The node flags production runs the daemon with (the bin's shebang's), so the bench cannot drift from them.
-export { NODE_FLAGS, NODE_ENV }
+export { NODE_FLAGS }
 const START_TIMEOUT_MS = 20_000
 const STOP_TIMEOUT_MS = 20_000
 const LONG_POLL_SECONDS = 60
@@ -37,7 +37,7 @@ export async function startSidecar ({ workDir, name = 'sidecar', roots, targets,
   const profile = cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir, ...(cpuProfIntervalUs ? [`--cpu-prof-interval=${cpuProfIntervalUs}`] : [])] : []
   const nodeArgs = [...NODE_FLAGS, ...nodeFlags, ...profile] // nodeFlags: a probe's, beside production's
   const child = spawn(process.execPath, [...nodeArgs, BIN], {
-    env: { ...process.env, ...NODE_ENV, SIDECAR_CONFIG: configFile },
+    env: { ...process.env, SIDECAR_CONFIG: configFile },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   let output = ''

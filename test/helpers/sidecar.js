@@ -8,7 +8,7 @@ import { Writable } from 'node:stream'
 import { request, Agent } from 'undici'
 import { startSidecar, validateConfig } from '../../src/index.js'
 import { createLogger } from '../../src/logger.js'
-import { PRODUCTION_FLAGS, PRODUCTION_ENV } from '../reliability/daemon.js'
+import { PRODUCTION_FLAGS } from '../reliability/daemon.js'
 
 const BIN = new URL('../../bin/transfer-sidecar.js', import.meta.url).pathname
 
@@ -93,7 +93,7 @@ export async function spawnSidecar (rawConfig, { dir, nodeArgs = [], env = {} } 
   dir ??= await tempDir('sidecar-proc-')
   const file = path.join(dir, 'config.json')
   await fs.writeFile(file, JSON.stringify(rawConfig))
-  const child = spawn(process.execPath, [...PRODUCTION_FLAGS, ...nodeArgs, BIN], { env: { ...process.env, ...PRODUCTION_ENV, ...env, SIDECAR_CONFIG: file }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [...PRODUCTION_FLAGS, ...nodeArgs, BIN], { env: { ...process.env, ...env, SIDECAR_CONFIG: file }, stdio: ['ignore', 'pipe', 'pipe'] })
   const output = []
   const ready = new Promise((resolve, reject) => {
     child.stdout.on('data', (d) => {

@@ -11,10 +11,9 @@ import { createReadStream } from 'node:fs'
 import http from 'node:http'
 import { request, Agent } from 'undici'
 import { killOnExit } from '../harness/children.js'
-import { PRODUCTION_ENV } from '../helpers/node-flags.js'
 
 const BIN = new URL('../../bin/transfer-sidecar.js', import.meta.url).pathname
-export { PRODUCTION_FLAGS, PRODUCTION_ENV } from '../helpers/node-flags.js'
+export { PRODUCTION_FLAGS } from '../helpers/node-flags.js'
 export const PHP_DIR = new URL('./', import.meta.url).pathname
 export const MiB = 1 << 20
 
@@ -100,7 +99,7 @@ export async function spawnDaemon (config, { dir, logFile, timeoutMs = 120000, e
   const started = Date.now()
   let child
   try {
-    child = killOnExit(spawn(process.execPath, [...nodeArgs, BIN], { env: { ...process.env, ...PRODUCTION_ENV, ...env, SIDECAR_CONFIG: file }, stdio: ['ignore', fd, fd] }))
+    child = killOnExit(spawn(process.execPath, [...nodeArgs, BIN], { env: { ...process.env, ...env, SIDECAR_CONFIG: file }, stdio: ['ignore', fd, fd] }))
   } finally {
     closeSync(fd)
   }

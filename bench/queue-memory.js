@@ -53,15 +53,18 @@ const files = path.join(work, 'files')
 await fs.mkdir(files)
 const source = path.join(files, 'f')
 await fs.writeFile(source, Buffer.alloc(4096, 7))
+const nodeFlags = [...o['node-flag'], ...(o['heap-snapshot'] ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${path.resolve(o['heap-snapshot'])}`] : [])]
+// --handoff: the hand-off thread's socket, where the jobs are handed off.
+const handoffSocket = path.join(work, 'handoff.sock')
 const daemon = await startSidecar({
   workDir: work,
   roots: [files],
   targets: { t: { type: 'file', dir: path.join(work, 'store') } },
-  nodeFlags: [...o['node-flag'], ...(o['heap-snapshot'] ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${path.resolve(o['heap-snapshot'])}`] : [])],
+  nodeFlags,
   extra: {
     journal: { sync: o.sync },
     queue: { keepFinished: Number(o['keep-finished']), limit: Math.max(N, 10000) },
-    ...(o.handoff && { handoff: { listen: [`unix:${path.join(work, 'handoff.sock')}`] } })
+    ...(o.handoff && { handoff: { listen: [`unix:${handoffSocket}`] } })
   }
 })
 const MiB = (kib) => Math.round(kib / 1024)
@@ -114,7 +117,7 @@ try {
   const timer = setInterval(() => sample('burst').catch(() => {}), 1000)
   const shares = Array.from({ length: C }, (_, c) => Math.floor(N / C) + (c < N % C ? 1 : 0))
   try {
-    await Promise.all(shares.map((count, c) => handOffLines(o.handoff ? path.join(work, 'handoff.sock') : daemon.socketPath, {
+    await Promise.all(shares.map((count, c) => handOffLines(o.handoff ? handoffSocket : daemon.socketPath, {
       count,
       window: W,
       job: (i) => ({ direction: 'upload', target: 't', local: source, remote: `/c${c}/f${i}`, overwrite: true })
@@ -147,7 +150,7 @@ try {
     sync: o.sync,
     handoff: o.handoff,
     keepFinished: Number(o['keep-finished']),
-    nodeFlags: [...o['node-flag'], ...(o['heap-snapshot'] ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${path.resolve(o['heap-snapshot'])}`] : [])],
+    nodeFlags,
     seconds: +seconds.toFixed(1),
     handOffSeconds: acked.t,
     filesStored: stored,

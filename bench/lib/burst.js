@@ -222,9 +222,10 @@ export async function runBurst (env, opts, progress) {
         records.push(await sidecarBurst({ env, opts, progress, mode, file, thread }))
       } catch (err) {
         if (!/daemon (exited at start|not healthy)/.test(err.message)) throw err
+        const what = `${mode}${thread ? ' (hand-off thread)' : ''}`
         skippedModes.push({ mode, thread, error: err.message.split('\n')[0] })
-        progress.log(`burst: journal mode ${mode}${thread ? ' (hand-off thread)' : ''} skipped, the daemon did not start: ${err.message.split('\n').slice(0, 3).join(' ')}`)
-        progress.step(`${mode}${thread ? ' (hand-off thread)' : ''}: skipped`)
+        progress.log(`burst: journal mode ${what} skipped, the daemon did not start: ${err.message.split('\n').slice(0, 3).join(' ')}`)
+        progress.step(`${what}: skipped`)
       }
     }
   }

@@ -52,8 +52,7 @@ $call = match ($role) {
         $redis->connect('127.0.0.1', (int) $a['redisPort'], 5.0);
         return static function (string $remote) use ($redis, $a): string {
             $id = JobId::generate();
-            $job = ['id' => $id, 'direction' => 'upload', 'target' => $a['target'], 'local' => $a['file'], 'remote' => $remote];
-            if ($redis->lPush($a['redisKey'], json_encode($job, JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_THROW_ON_ERROR)) === false) {
+            if ($redis->lPush($a['redisKey'], uploadJobBody($id, $a['target'], $a['file'], $remote)) === false) {
                 throw new RuntimeException('LPUSH failed: ' . $redis->getLastError());
             }
             return $id;

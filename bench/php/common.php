@@ -21,6 +21,13 @@ function benchArgs(): array
     return $args;
 }
 
+/** The JSON body Client::upload() sends for this job (its encoding flags), for the competitors that carry it. */
+function uploadJobBody(string $id, string $target, string $local, string $remote): string
+{
+    return json_encode(['id' => $id, 'direction' => 'upload', 'target' => $target, 'local' => $local, 'remote' => $remote],
+        JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_THROW_ON_ERROR);
+}
+
 /** User + system CPU seconds of this process (RUSAGE_SELF) or of its waited-for children (1). */
 function cpuSeconds(int $who = 0): float
 {

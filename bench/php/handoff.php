@@ -76,8 +76,7 @@ $call = match ($variant) {
         $redis->connect('127.0.0.1', (int) $a['redisPort'], 5.0);
         return static function (int $i) use ($redis, $a, $file, &$ids): void {
             $id = JobId::generate();
-            $job = ['id' => $id, 'direction' => 'upload', 'target' => $a['sidecarTarget'], 'local' => $file, 'remote' => sprintf('/%s-%d.bin', $a['remotePrefix'], $i)];
-            if ($redis->lPush($a['redisKey'], json_encode($job, JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_THROW_ON_ERROR)) === false) {
+            if ($redis->lPush($a['redisKey'], uploadJobBody($id, $a['sidecarTarget'], $file, sprintf('/%s-%d.bin', $a['remotePrefix'], $i))) === false) {
                 throw new RuntimeException('LPUSH failed: ' . $redis->getLastError());
             }
             $ids[] = $id;
@@ -101,8 +100,7 @@ $call = match ($variant) {
         fclose($theirs);
         $echo = [$ours, $pid];
         return static function (int $i) use ($ours, $a, $file): void {
-            $job = ['id' => JobId::generate(), 'direction' => 'upload', 'target' => $a['sidecarTarget'], 'local' => $file, 'remote' => sprintf('/%s-%d.bin', $a['remotePrefix'], $i)];
-            fwrite($ours, json_encode($job, JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_THROW_ON_ERROR) . "\n");
+            fwrite($ours, uploadJobBody(JobId::generate(), $a['sidecarTarget'], $file, sprintf('/%s-%d.bin', $a['remotePrefix'], $i)) . "\n");
             $answer = fgets($ours);
             if ($answer === false || json_decode($answer, true)['status'] !== 202) {
                 throw new RuntimeException('no answer from the other process');

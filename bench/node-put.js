@@ -2,14 +2,17 @@
 // The floor of a Node daemon's small upload (bench section "reuse", variant node-put): what a bare
 // node process spends to upload each file with nothing else around it: open, fstat and read the
 // file on the main thread (as the daemon does), PUT it over node:http with a keep-alive agent,
-// `parallel` at once; no job, journal, hashing, metrics or hand-off. Run with the daemon's node
-// flags. Argument: {"files": [paths], "url" (httpd collection, ends in /), "remotePrefix", "parallel"}
+// `parallel` at once, after 300 untimed PUTs; no job, journal, hashing, metrics or hand-off. Run with
+// the daemon's node flags. Argument: {"files": [paths], "url" (httpd collection, ends in /), "remotePrefix", "parallel",
+// "pauseUs" (optional: one file at a time, with a pause of so many µs after each)}
 // Prints {"seconds", "ok", "failed", "firstErrors", "cpuS", "peakRssKiB"} as bench/php/reuse.php does.
 import http from 'node:http'
 import { closeSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { timedParallel } from './lib/parallel.js'
 
-const { files, url, remotePrefix, parallel } = JSON.parse(process.argv[2])
+const { files, url, remotePrefix, parallel, pauseUs = 0 } = JSON.parse(process.argv[2])
+const WARM_UP = 300
 const agent = new http.Agent({ keepAlive: true, maxSockets: parallel })
 const errors = []
 let ok = 0
@@ -45,7 +48,14 @@ function put (i) {
   })
 }
 
-const { seconds, cpuMs } = await timedParallel(files.length, parallel, put)
+// Warmed up first, as the daemon is before the sections (300 uploads: its JIT, the agent's
+// connection): the first file PUT to its own name, which the timed loop then writes again.
+for (let i = 0; i < WARM_UP; i++) await put(0)
+ok = 0
+errors.length = 0
+const { seconds, cpuMs } = pauseUs > 0
+  ? await timedParallel(files.length, 1, async (i) => { await put(i); await sleep(pauseUs / 1000) })
+  : await timedParallel(files.length, parallel, put)
 agent.destroy()
 const peakRssKiB = Number(/VmHWM:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'latin1'))?.[1] ?? 0)
-console.log(JSON.stringify({ seconds, ok, failed: files.length - ok, firstErrors: errors, cpuS: cpuMs / 1000, peakRssKiB }))
+console.log(JSON.stringify({ seconds, pauseUs, ok, failed: files.length - ok, firstErrors: errors, cpuS: cpuMs / 1000, peakRssKiB }))

@@ -93,7 +93,7 @@ export async function writeCharts (dir, results) {
   }
   const reuse = results.reuse?.summary
   if (reuse?.length) {
-    const rows = reuse.map((r) => ({ variant: r.mode ? `${r.variant} (${r.mode})` : r.variant, filesPerSecond: r.filesPerSecond.median }))
+    const rows = reuse.filter((r) => !r.variant.endsWith('-paced')).map((r) => ({ variant: r.mode ? `${r.variant} (${r.mode})` : r.variant, filesPerSecond: r.filesPerSecond.median }))
     specs['reuse.svg'] = bars({ values: rows, category: 'variant', value: 'filesPerSecond', xTitle: 'files/s (median)', title: `${reuse[0].files} small files to httpd`, sort: null })
   }
   const written = []

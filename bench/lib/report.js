@@ -196,11 +196,13 @@ function allocSection (summary, charts) {
 }
 
 function reuseSection (summary, charts) {
-  const body = summary.map((r) => [r.mode ?? '—', r.variant, sp(r.seconds, f2), sp(r.filesPerSecond), r.checkedFilesPerSecond ? sp(r.checkedFilesPerSecond) : '—', f2(r.cpuMsPerFile), r.daemonGcMsPerFile === undefined ? '—' : r.daemonGcMsPerFile.toFixed(3), f2(r.vsNewHandle)])
+  const opt = (x) => (x === undefined ? '—' : f2(x))
+  const body = summary.map((r) => [r.mode ?? '—', r.variant, r.files, sp(r.seconds, f2), sp(r.filesPerSecond), r.checkedFilesPerSecond ? sp(r.checkedFilesPerSecond) : '—', f2(r.cpuMsPerFile), opt(r.phpCpuMsPerFile), opt(r.daemonCpuMsPerFile), r.daemonGcMsPerFile === undefined ? '—' : r.daemonGcMsPerFile.toFixed(3), f2(r.vsNewHandle)])
   const pics = charts.includes('reuse.svg') ? '![reuse.svg](reuse.svg)' : ''
-  return `${table(['journal mode (daemon)', 'variant', 'seconds', 'files/s', 'files/s with a wait() per job¹', 'CPU ms/file', 'daemon GC pauses ms/file²', '÷ php-new-handle'], body)}\n\n` +
+  return `${table(['journal mode (daemon)', 'variant', 'files', 'seconds', 'files/s', 'files/s with a wait() per job¹', 'CPU ms/file', 'of it PHP', 'of it the daemon', 'daemon GC pauses ms/file²', '÷ php-new-handle³'], body)}\n\n` +
     '¹ the sidecar\'s clock stops when the daemon has no job left unfinished; this column also counts the check of each job\'s end that follows (`Client::wait()` on each in turn, as runs before 2026-11-25-atomic-put-reuse timed it).\n' +
-    '² the daemon\'s own `nodejs_gc_duration_seconds` (main-thread pauses, not the GC helper threads), over the run and its check, median of the runs.\n\n' + pics
+    '² the daemon\'s own `nodejs_gc_duration_seconds` (main-thread pauses, not the GC helper threads), over the run and its check, median of the runs.\n' +
+    '³ files/s, median of the per-run ratios; a `-paced` variant (a 5 ms pause after each file, so its files/s is mostly the pause) against `php-new-handle-paced`.\n\n' + pics
 }
 
 const us = (r) => (r?.medianUs === null || r?.medianUs === undefined ? '—' : `${r.medianUs.toFixed(1)} µs`)
@@ -295,7 +297,7 @@ export function handoffGoals (results) {
       })
     }
   }
-  for (const r of results.reuse?.summary?.filter((x) => x.variant.startsWith('sidecar')) ?? []) {
+  for (const r of results.reuse?.summary?.filter((x) => x.variant.startsWith('sidecar') && !x.variant.endsWith('-paced')) ?? []) {
     const newHandle = results.reuse.summary.find((x) => x.mode === r.mode && x.variant === 'php-new-handle')
     const how = { sidecar: 'one hand-off per file', 'sidecar-thread': 'one hand-off per file on the hand-off thread\'s socket' }[r.variant] ?? 'handed over in one handOffAll()'
     out.push({
@@ -303,6 +305,24 @@ export function handoffGoals (results) {
       met: known(r.vsNewHandle) ? r.vsNewHandle >= 1 : null,
       detail: `${sp(r.filesPerSecond)} files/s against ${sp(newHandle?.filesPerSecond)} (median ratio ${f2(r.vsNewHandle)}; curl_multi ${sp(results.reuse.summary.find((x) => x.mode === r.mode && x.variant === 'php-multi')?.filesPerSecond)}); ` +
         `CPU per file ${f2(r.cpuMsPerFile)} ms (PHP and daemon) against ${f2(newHandle?.cpuMsPerFile)}, a bare node PUT ${f2(results.reuse.summary.find((x) => x.mode === r.mode && x.variant === 'node-put')?.cpuMsPerFile)}`
+    })
+  }
+  // The daemon's CPU per small upload, one hand-off per file; beside it the same with a pause after
+  // each file, and php-curl's whole CPU per file back to back and paced alike.
+  const reuse = results.reuse?.summary ?? []
+  for (const mode of distinct(reuse, 'mode')) {
+    const of = (variant) => reuse.find((x) => x.mode === mode && x.variant === variant)
+    const one = of('sidecar')
+    if (one?.daemonCpuMsPerFile === undefined) continue
+    const ms = (x) => (x === undefined ? '—' : `${f2(x)} ms`)
+    const others = [['the hand-off thread\'s socket', 'sidecar-thread'], ['in one handOffAll()', 'sidecar-batch'], ['one every 5 ms', 'sidecar-paced']]
+      .filter(([, v]) => of(v)?.daemonCpuMsPerFile !== undefined).map(([what, v]) => `${what} ${ms(of(v).daemonCpuMsPerFile)}`)
+    out.push({
+      goal: `daemon CPU per 4 KiB upload to httpd ≤ 0.5 ms, one hand-off per file ("${mode}" mode)`,
+      met: one.daemonCpuMsPerFile <= 0.5,
+      detail: `${ms(one.daemonCpuMsPerFile)}${others.length ? ` (${others.join('; ')})` : ''}; php-curl's whole CPU per file with a new handle ${ms(of('php-new-handle')?.cpuMsPerFile)} back to back` +
+        `${of('php-new-handle-paced') ? `, ${ms(of('php-new-handle-paced').cpuMsPerFile)} one every 5 ms` : ''}; a bare node PUT ${ms(of('node-put')?.cpuMsPerFile)}` +
+        `${of('node-put-paced') ? `, ${ms(of('node-put-paced').cpuMsPerFile)} one every 5 ms` : ''}`
     })
   }
   return out
@@ -441,7 +461,9 @@ function method (params) {
   daemon's) stopped when the daemon has no job left unfinished (the last job waited for, then \`/healthz\`), before each job's end is checked. Once per journal mode (${(p.journalModes ?? ['fsync']).join(', ')}), on a fresh daemon each,
   the php-curl variants again beside it; "÷ php-new-handle" pairs runs of the same mode. \`node-put\` (bench/node-put.js) is a bare
   node process under the daemon's flags that reads each file on its main thread and PUTs it over a keep-alive node:http agent, 4 at
-  once, with no job around it: the CPU a Node daemon's small upload cannot go below.`]
+  once, with no job around it: the CPU a Node daemon's small upload cannot go below. \`sidecar-paced\`, \`php-new-handle-paced\` and
+  \`node-put-paced\` upload the first ${Math.min(p.reuseFiles, 400)} files one at a time with a 5 ms pause after each (PHP's \`usleep\`, node's
+  timer), as uploads come from a web page's users: the CPU a file costs when the work comes in short bursts between idle times.`]
   ]
   return bullets.filter(([on]) => on).map(([, text]) => text).join('\n')
 }

@@ -6,7 +6,10 @@
 // again, so that every mode's ratio pairs figures measured minutes apart at most. Beside them
 // `node-put` (bench/node-put.js): a bare node process reading each file and PUTting it over a
 // keep-alive node:http agent, `concurrency` at once: the floor a Node daemon's small job starts
-// from, with no job machinery at all.
+// from, with no job machinery at all. And `sidecar-paced`, `php-new-handle-paced` and `node-put-paced`: one file every
+// PAUSE_US (a pause after each), as uploads come from a web page's users, not back to back: on this
+// machine the same work costs every process more CPU when it is done in short bursts between idle
+// times, so the CPU per file of a paced hand-off is compared with php-curl's paced too.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { randomFillSync } from 'node:crypto'
@@ -19,15 +22,19 @@ import { check } from './verify.js'
 import { distinct, median, pairedRatio, spread } from './stats.js'
 import { rotate } from './throughput.js'
 
-export const REUSE_VARIANTS = ['sidecar', 'sidecar-thread', 'sidecar-batch', 'php-new-handle', 'php-reused-handle', 'php-multi', 'node-put']
+export const REUSE_VARIANTS = ['sidecar', 'sidecar-thread', 'sidecar-batch', 'php-new-handle', 'php-reused-handle', 'php-multi', 'node-put', 'sidecar-paced', 'php-new-handle-paced', 'node-put-paced']
 // The daemon's variants: one hand-off per file (on the API's socket, or on the hand-off thread's:
 // handoff.listen, on a daemon of its own), or all in one Client::handOffAll().
 const isSidecar = (variant) => variant.startsWith('sidecar')
 const FILE_BYTES = 4096
 const PARALLEL = 4 // the sidecar's default per-target concurrency
 const NODE_PUT = fileURLToPath(new URL('../node-put.js', import.meta.url))
+const isPaced = (variant) => variant.endsWith('-paced')
+const PAUSE_US = 5000 // as the hand-off section's paced calls: one every 5 ms
+const PACED_FILES = 400 // the paced variants upload the first 400 files (~3 s each)
+const pacedFiles = (opts) => Math.min(opts.reuseFiles, PACED_FILES)
 
-export const estimateReuse = (opts) => opts.journalModes.length * (3 + opts.reuseRuns * (2 + opts.reuseFiles * (0.004 + 0.003 + 0.0015 + 0.001 + 0.001 + 0.0005 + 0.0015)))
+export const estimateReuse = (opts) => opts.journalModes.length * (3 + opts.reuseRuns * (2 + opts.reuseFiles * (0.004 + 0.003 + 0.0015 + 0.001 + 0.001 + 0.0005 + 0.0015) + pacedFiles(opts) * 3 * (PAUSE_US / 1e6 + 0.002)))
 
 async function makeFiles (dir, count) {
   await fs.mkdir(dir, { recursive: true })
@@ -65,19 +72,20 @@ export async function runReuse (env, opts, progress) {
   return { records, skippedModes }
 }
 
-async function reuseRuns ({ opts, progress, daemon, mode, http, files, variants }) {
+async function reuseRuns ({ opts, progress, daemon, mode, http, files: allFiles, variants }) {
   const records = []
   for (let run = 1; run <= opts.reuseRuns; run++) {
     for (const variant of rotate(variants, run - 1)) {
+      const files = isPaced(variant) ? allFiles.slice(0, pacedFiles(opts)) : allFiles
       const prefix = `reuse-${variant}-${mode}-${run}`
       const cpu0 = cpuSeconds(daemon.pid)
       // The daemon's GC pauses (its own nodejs_gc_duration_seconds), a figure far less noisy than
       // whole-CPU ones from run to run on a shared machine.
       const gc0 = isSidecar(variant) ? await daemon.metric('nodejs_gc_duration_seconds_sum') : 0
-      const r = variant === 'node-put'
-        ? await runNodePut({ files, url: http.uploadUrl, remotePrefix: prefix, parallel: PARALLEL })
+      const r = variant.startsWith('node-put')
+        ? await runNodePut({ files, url: http.uploadUrl, remotePrefix: prefix, parallel: PARALLEL, pauseUs: isPaced(variant) ? PAUSE_US : 0 })
         : await runPhp('reuse.php', {
-          variant, files, url: http.uploadUrl, remotePrefix: prefix, socket: daemon.socketPath, handoffSocket: daemon.handoffSocket, daemonPid: daemon.pid, protocol: opts.protocol, sidecarTarget: http.sidecarName, parallel: PARALLEL
+          variant, files, url: http.uploadUrl, remotePrefix: prefix, socket: daemon.socketPath, handoffSocket: daemon.handoffSocket, daemonPid: daemon.pid, protocol: opts.protocol, sidecarTarget: http.sidecarName, parallel: PARALLEL, pauseUs: PAUSE_US
         })
       // The sidecar's: until its jobs were done (reuse.php), and with the check of each job's end.
       const daemonCpuS = isSidecar(variant) ? r.daemonCpuS : 0
@@ -97,9 +105,12 @@ async function reuseRuns ({ opts, progress, daemon, mode, http, files, variants 
         fileBytes: FILE_BYTES,
         seconds: r.seconds,
         filesPerSecond: files.length / r.seconds,
+        pauseUs: r.pauseUs ?? 0, // after each file (the -paced variants)
         phpCpuS: r.cpuS,
         daemonCpuS,
         cpuMsPerFile: (r.cpuS + daemonCpuS) * 1000 / files.length,
+        phpCpuMsPerFile: r.cpuS * 1000 / files.length,
+        daemonCpuMsPerFile: daemonCpuS * 1000 / files.length,
         // Up to Client::wait() on every job in turn (the only figures before this run's change).
         ...(isSidecar(variant) && { checkedSeconds: r.checkedSeconds, checkedDaemonCpuS, daemonGcMsPerFile: daemonGcS * 1000 / files.length }),
         phpPeakRssMiB: r.peakRssKiB / 1024,
@@ -107,7 +118,7 @@ async function reuseRuns ({ opts, progress, daemon, mode, http, files, variants 
       }
       records.push(record)
       progress.step(`${mode.padEnd(5)} ${variant.padEnd(18)} ${files.length} files in ${r.seconds.toFixed(2)} s (${record.filesPerSecond.toFixed(0)} files/s), ` +
-        `cpu ${record.cpuMsPerFile.toFixed(2)} ms/file` +
+        `cpu ${record.cpuMsPerFile.toFixed(2)} ms/file` + (isSidecar(variant) ? ` (daemon ${record.daemonCpuMsPerFile.toFixed(2)})` : '') +
         (record.checkedSeconds ? ` (with a wait() on each job after: ${record.checkedSeconds.toFixed(2)} s, daemon cpu ${(checkedDaemonCpuS * 1000 / files.length).toFixed(2)} ms/file, of it GC pauses ${record.daemonGcMsPerFile.toFixed(3)} ms/file)` : '') +
         `  ok (${record.verified})`)
     }
@@ -134,9 +145,10 @@ export function summarizeReuse (all) {
 }
 
 function summarizeMode (records) {
-  const newHandle = records.filter((r) => r.variant === 'php-new-handle')
   return distinct(records, 'variant').map((variant) => {
     const mine = records.filter((r) => r.variant === variant)
+    // A paced variant against php-curl paced alike.
+    const newHandle = records.filter((r) => r.variant === (isPaced(variant) ? 'php-new-handle-paced' : 'php-new-handle'))
     return {
       mode: mine[0].mode,
       variant,
@@ -144,7 +156,11 @@ function summarizeMode (records) {
       files: mine[0].files,
       seconds: spread(mine.map((r) => r.seconds)),
       filesPerSecond: spread(mine.map((r) => r.filesPerSecond)),
+      pauseUs: mine[0].pauseUs ?? 0,
       cpuMsPerFile: median(mine.map((r) => r.cpuMsPerFile)),
+      // (runs saved before 2026-11-27 have neither)
+      ...(mine[0].phpCpuMsPerFile !== undefined && { phpCpuMsPerFile: median(mine.map((r) => r.phpCpuMsPerFile)) }),
+      ...(isSidecar(variant) && mine[0].daemonCpuMsPerFile !== undefined && { daemonCpuMsPerFile: median(mine.map((r) => r.daemonCpuMsPerFile)) }),
       ...(mine[0].checkedSeconds && { checkedFilesPerSecond: spread(mine.map((r) => r.files / r.checkedSeconds)) }),
       ...(mine[0].daemonGcMsPerFile !== undefined && { daemonGcMsPerFile: median(mine.map((r) => r.daemonGcMsPerFile)) }),
       vsNewHandle: pairedRatio(mine, newHandle, 'filesPerSecond')

@@ -13,8 +13,11 @@ declare(strict_types=1);
 //   php-new-handle     curl_init/curl_close per file: a new connection per file
 //   php-reused-handle  one handle for all files: keep-alive, one at a time
 //   php-multi          curl_multi with `parallel` transfers in flight, connections reused
+//   sidecar-paced, php-new-handle-paced
+//                      sidecar and php-new-handle with a pause of `pauseUs` after each file: what a
+//                      small upload costs when uploads come one at a time, as from a web page's users
 // Argument: {"variant", "files": [paths], "url" (httpd collection, ends in /), "remotePrefix",
-//            "socket", "daemonPid", "sidecarTarget", "parallel"}
+//            "socket", "daemonPid", "sidecarTarget", "parallel", "pauseUs" (the -paced variants)}
 // Prints {"seconds", "ok", "failed", "firstErrors", "cpuS", ...}; the benchmark checks the files on
 // the server afterwards.
 
@@ -27,6 +30,12 @@ $a = benchArgs();
 $files = $a['files'];
 $url = static fn (int $i): string => sprintf('%s%s-%05d.bin', $a['url'], $a['remotePrefix'], $i);
 $errors = [];
+$paced = str_ends_with($a['variant'], '-paced');
+$pauseUs = $paced ? (int) $a['pauseUs'] : 0;
+$variant = $paced ? substr($a['variant'], 0, -strlen('-paced')) : $a['variant'];
+if ($paced && ($pauseUs <= 0 || !in_array($variant, ['sidecar', 'php-new-handle'], true))) {
+    fail('a -paced variant is sidecar-paced or php-new-handle-paced, with pauseUs > 0');
+}
 
 /** Sets up $ch to PUT $file; returns the open file, to be closed once the transfer is done. */
 $prepare = static function (\CurlHandle $ch, string $file, string $target) {
@@ -51,7 +60,7 @@ $cpu0 = cpuSeconds();
 $daemonCpu0 = isset($a['daemonPid']) ? processCpuSeconds($a['daemonPid']) : 0.0;
 $done = null; // the sidecar's figures when its jobs were done (before they are checked)
 $started = hrtime(true);
-switch ($a['variant']) {
+switch ($variant) {
     case 'sidecar':
     case 'sidecar-thread':
     case 'sidecar-batch':
@@ -74,6 +83,9 @@ switch ($a['variant']) {
                     $ids[$i] = $client->upload($a['sidecarTarget'], $file, $remote($i), ['overwrite' => true]);
                 } catch (SidecarException $e) {
                     $errors[] = sprintf('file %d: %s', $i, $e->getMessage());
+                }
+                if ($pauseUs) {
+                    usleep($pauseUs);
                 }
             }
         }
@@ -105,6 +117,9 @@ switch ($a['variant']) {
             $checkStatus($ch, $i);
             curl_close($ch);
             fclose($in);
+            if ($pauseUs) {
+                usleep($pauseUs);
+            }
         }
         break;
 
@@ -163,6 +178,7 @@ switch ($a['variant']) {
 $seconds = (hrtime(true) - $started) / 1e9;
 emit([
     'variant' => $a['variant'],
+    'pauseUs' => $pauseUs,
     'seconds' => $done['seconds'] ?? $seconds,
     'checkedSeconds' => $seconds,
     'ok' => count($files) - count($errors),

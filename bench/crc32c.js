@@ -4,11 +4,12 @@
 // when a call is not per chunk) and sha256 (the other digest of every byte), in one run.
 //   node bench/crc32c.js [--mib 512]
 import { createHash } from 'node:crypto'
-import { parseArgs } from 'node:util'
 import { crc32c } from '@node-rs/crc32'
 import { createHdfsChecksum } from '../src/hdfs-checksum.js'
+import { toolArgs } from './lib/tool-args.js'
 
-const { values } = parseArgs({ options: { mib: { type: 'string', default: '512' } } })
+const USAGE = 'usage: node bench/crc32c.js [--mib 512]'
+const { values } = toolArgs({ options: { mib: { type: 'string', default: '512' } } }, USAGE)
 const MIB = Number(values.mib)
 const buf = Buffer.alloc(1 << 20)
 for (let i = 0; i < buf.length; i++) buf[i] = (i * 7) & 255

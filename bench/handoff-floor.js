@@ -9,11 +9,12 @@ import { spawn, execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { parseArgs } from 'node:util'
 import { fileURLToPath } from 'node:url'
 import { median } from './lib/stats.js'
+import { toolArgs } from './lib/tool-args.js'
 
-const { values } = parseArgs({ options: { calls: { type: 'string', default: '300' }, rounds: { type: 'string', default: '3' } } })
+const USAGE = 'usage: node bench/handoff-floor.js [--calls 300] [--rounds 3]'
+const { values } = toolArgs({ options: { calls: { type: 'string', default: '300' }, rounds: { type: 'string', default: '3' } } }, USAGE)
 const PHP = fileURLToPath(new URL('./php/handoff-floor.php', import.meta.url))
 const BODY = '{"id":"k3Jm5f7Q2xYb9Zc1","state":"queued"}'
 

@@ -6,20 +6,22 @@
 // against the daemon's request handler and against a bare node:http server that answers the same
 // 202 without doing anything: what node's HTTP server and the socket cost on their own.
 //   node bench/handoff-steps.js [--iterations 20000] [--calls 2000]
+// (--child JSON is internal: the client process of the whole hand-offs.)
 import fs from 'node:fs/promises'
 import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
 import { fork } from 'node:child_process'
-import { parseArgs } from 'node:util'
 import { validateConfig } from '../src/config.js'
 import { parseJobRequest, newJob } from '../src/jobs.js'
 import { resolveSource } from '../src/paths.js'
 import { openJobStore } from '../src/store.js'
 import { sendJson } from '../src/http/respond.js'
 import { median } from './lib/stats.js'
+import { toolArgs } from './lib/tool-args.js'
 
-const { values } = parseArgs({ options: { iterations: { type: 'string', default: '20000' }, calls: { type: 'string', default: '2000' }, child: { type: 'string' } } })
+const USAGE = 'usage: node bench/handoff-steps.js [--iterations 20000] [--calls 2000]\n(--child JSON is internal: the client process of the whole hand-offs.)'
+const { values } = toolArgs({ options: { iterations: { type: 'string', default: '20000' }, calls: { type: 'string', default: '2000' }, child: { type: 'string' } } }, USAGE)
 
 // The client side: one kept-alive connection, the request PHP's Client sends, a time per call.
 if (values.child) {

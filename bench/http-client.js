@@ -8,6 +8,7 @@
 //   - a server that closes the connection while the request body is still being sent;
 //   - an unsolicited `100 Continue` before the final answer of a PUT (as Hadoop datanodes send).
 //   node bench/http-client.js [--mib 256] [--rounds 5]
+// (--child JSON is internal: one download or failure case, in a child process.)
 import fs from 'node:fs/promises'
 import { readFileSync } from 'node:fs'
 import net from 'node:net'
@@ -16,9 +17,10 @@ import path from 'node:path'
 import { fork } from 'node:child_process'
 import { pipeline } from 'node:stream/promises'
 import { Readable } from 'node:stream'
-import { parseArgs } from 'node:util'
+import { toolArgs } from './lib/tool-args.js'
 
-const { values } = parseArgs({ options: { mib: { type: 'string', default: '256' }, rounds: { type: 'string', default: '5' }, child: { type: 'string' } } })
+const USAGE = 'usage: node bench/http-client.js [--mib 256] [--rounds 5]\n(--child JSON is internal: one download or failure case, in a child process.)'
+const { values } = toolArgs({ options: { mib: { type: 'string', default: '256' }, rounds: { type: 'string', default: '5' }, child: { type: 'string' } } }, USAGE)
 const MiB = 2 ** 20
 const peakRss = () => Number(/VmHWM:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))[1]) * 1024
 

@@ -21,15 +21,19 @@
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import { parseArgs } from 'node:util'
 import { startSidecar } from './lib/sidecar.js'
 import { handOffEach, handOffLines } from './lib/line-client.js'
 import { statusKiB, threadCpuDelta, threadCpuSeconds } from './lib/procfs.js'
 import { median } from './lib/stats.js'
 import { startHttpd } from '../test/harness/httpd.js'
 import { createSmallFiles } from './lib/testfile.js'
+import { toolArgs } from './lib/tool-args.js'
 
-const { values: o } = parseArgs({
+const USAGE = `usage: node bench/job-cpu.js [--jobs 2000] [--rounds 2] [--window 16] [--sync write|fsync]
+                             [--target http|file] [--size 4096] [--keep-finished 1000] [--httpd-dir DIR]
+                             [--log-level warn] [--node-flag FLAG ...]
+                             [--connect-each] [--handoff] [--pause-ms N] [--cpu-prof DIR [--cpu-prof-interval US]]`
+const { values: o } = toolArgs({
   options: {
     jobs: { type: 'string', default: '2000' },
     rounds: { type: 'string', default: '2' },
@@ -47,11 +51,11 @@ const { values: o } = parseArgs({
     'cpu-prof': { type: 'string' },
     'cpu-prof-interval': { type: 'string' }
   }
-})
+}, USAGE)
 const N = Number(o.jobs)
 const W = Number(o.window)
 if (!['http', 'file'].includes(o.target) || !['write', 'fsync'].includes(o.sync) || !(N > 0) || !(W > 0)) {
-  console.error('usage: node bench/job-cpu.js [--jobs N] [--rounds N] [--window N] [--sync write|fsync] [--target http|file] [--size BYTES] [--keep-finished N] [--httpd-dir DIR] [--log-level L] [--node-flag FLAG ...] [--cpu-prof DIR [--cpu-prof-interval US]]')
+  console.error(USAGE)
   process.exit(2)
 }
 

@@ -6,11 +6,12 @@
 // file (node internals, dependencies, src/), which is often the quicker read.
 import fs from 'node:fs'
 import path from 'node:path'
-import { parseArgs } from 'node:util'
+import { toolArgs } from './lib/tool-args.js'
 
-const { values, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: 'string', default: '25' } } })
+const USAGE = 'usage: node bench/profile-top.js FILE.cpuprofile [--top 25]'
+const { values, positionals } = toolArgs({ allowPositionals: true, options: { top: { type: 'string', default: '25' } } }, USAGE)
 if (positionals.length !== 1) {
-  console.error('usage: node bench/profile-top.js FILE.cpuprofile [--top N]')
+  console.error(USAGE)
   process.exit(2)
 }
 const top = Number(values.top)

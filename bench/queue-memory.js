@@ -20,13 +20,16 @@
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import { parseArgs } from 'node:util'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { startSidecar } from './lib/sidecar.js'
 import { handOffLines } from './lib/line-client.js'
 import { cpuSeconds, statusKiB } from './lib/procfs.js'
+import { toolArgs } from './lib/tool-args.js'
 
-const { values: o } = parseArgs({
+const USAGE = `usage: node bench/queue-memory.js [--jobs 100000] [--connections 4] [--window 512] [--sync write|fsync]
+                                  [--keep-finished 1000] [--idle-seconds 3] [--node-flag FLAG ...]
+                                  [--heap-snapshot DIR] [--handoff] [--quiet]`
+const { values: o } = toolArgs({
   options: {
     jobs: { type: 'string', default: '100000' },
     connections: { type: 'string', default: '4' },
@@ -39,12 +42,12 @@ const { values: o } = parseArgs({
     handoff: { type: 'boolean', default: false },
     quiet: { type: 'boolean', default: false }
   }
-})
+}, USAGE)
 const N = Number(o.jobs)
 const C = Number(o.connections)
 const W = Number(o.window)
 if (!(N > 0) || !(C > 0) || !(W > 0) || !['write', 'fsync'].includes(o.sync) || !(Number(o['idle-seconds']) >= 1)) {
-  console.error('usage: node bench/queue-memory.js [--jobs N] [--connections C] [--window W] [--sync write|fsync] [--keep-finished N] [--idle-seconds S] [--node-flag FLAG ...] [--heap-snapshot DIR] [--handoff] [--quiet]')
+  console.error(USAGE)
   process.exit(2)
 }
 

@@ -8,14 +8,14 @@
 //   pipeline  the daemon's way for larger files: stream/promises.pipeline(fileSource(), requestSink())
 // Per variant and round: the process's CPU per request (all threads), requests/s, and the bytes V8
 // allocated and promoted per request (from --trace-gc-nvp, in a child process per round).
-//   node bench/small-put.js [--requests 3000] [--parallel 4] [--size 4096] [--rounds 3]
+//   node bench/small-put.js [--requests 3000] [--parallel 4] [--size 4096 (≤ 65536)] [--rounds 3]
+// (--child JSON is internal: one round of one variant, in a child process.)
 import { spawn } from 'node:child_process'
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs'
 import fs from 'node:fs/promises'
 import { pipeline } from 'node:stream/promises'
 import os from 'node:os'
 import path from 'node:path'
-import { parseArgs } from 'node:util'
 import { fileURLToPath } from 'node:url'
 import { NODE_FLAGS } from './lib/sidecar.js'
 import { timedParallel } from './lib/parallel.js'
@@ -24,9 +24,11 @@ import { createSmallFiles } from './lib/testfile.js'
 import { http } from '../src/node-http.js'
 import { BufferPool, UPLOAD_MIN_BUFFERS, fileSource, requestSink, sendSmallFile } from '../src/datapath.js'
 import { Meter } from '../src/transfer.js'
+import { toolArgs } from './lib/tool-args.js'
 
 const VARIANTS = ['end', 'sink-end', 'pipeline']
-const { values: o } = parseArgs({
+const USAGE = 'usage: node bench/small-put.js [--requests 3000] [--parallel 4] [--size 4096 (≤ 65536)] [--rounds 3]\n(--child JSON is internal: one round of one variant, in a child process.)'
+const { values: o } = toolArgs({
   options: {
     requests: { type: 'string', default: '3000' },
     parallel: { type: 'string', default: '4' },
@@ -34,7 +36,7 @@ const { values: o } = parseArgs({
     rounds: { type: 'string', default: '3' },
     child: { type: 'string' } // internal: one round of one variant, as JSON
   }
-})
+}, USAGE)
 
 if (o.child) {
   await runRound(JSON.parse(o.child))
@@ -45,7 +47,7 @@ if (o.child) {
 async function main () {
   const N = Number(o.requests)
   if (!(N > 0) || !(Number(o.parallel) > 0) || !(Number(o.size) >= 0) || Number(o.size) > 64 * 1024) {
-    console.error('usage: node bench/small-put.js [--requests N] [--parallel P] [--size BYTES (≤ 65536)] [--rounds R]')
+    console.error(USAGE)
     process.exit(2)
   }
   const work = await fs.mkdtemp(path.join(os.tmpdir(), 'small-put-'))

@@ -2,14 +2,17 @@
 // Re-summarizes a saved throughput run (throughput.json) with the current bench code and prints
 // issue #19's table: per target, direction and size, each sidecar against its peers (median of
 // paired ratios), the daemon's main-thread CPU per GiB against curl's, its other threads, and
-// peak RSS; then the goals.   node bench/summarize.js bench/results/<run>/throughput.json
+// peak RSS; then the goals.
+//   node bench/summarize.js bench/results/<run>/throughput.json
 import fs from 'node:fs'
 import { PEERS, summarizeThroughput, throughputTargets } from './lib/throughput.js'
 import { GiB, median } from './lib/stats.js'
+import { toolArgs } from './lib/tool-args.js'
 
-const file = process.argv[2]
+const USAGE = 'usage: node bench/summarize.js bench/results/<run>/throughput.json'
+const file = toolArgs({ allowPositionals: true }, USAGE).positionals[0]
 if (!file) {
-  console.error('usage: node bench/summarize.js DIR/throughput.json')
+  console.error(USAGE)
   process.exit(2)
 }
 const { records } = JSON.parse(fs.readFileSync(file, 'utf8'))

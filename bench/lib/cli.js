@@ -99,7 +99,7 @@ export const LARGE_MIB = 1000
 export const USAGE = `Usage: node bench/run.js [--full] [options]      (npm run bench [-- options])
 
 Without --full: a quick matrix (sizes ${PRESETS.quick.sizes.join(',')} MiB, 1 run, concurrency on http only,
-a few minutes). --full: the whole matrix (study sizes ${STUDY_SIZES[0]}…${STUDY_SIZES.at(-1)} MiB, 3 runs, 2 from ${LARGE_MIB} MiB).
+about a quarter of an hour here). --full: the whole matrix (study sizes ${STUDY_SIZES[0]}…${STUDY_SIZES.at(-1)} MiB, 3 runs, 2 from ${LARGE_MIB} MiB).
 The estimated duration is printed at the start.
 
   --full                 the whole matrix (defaults below in [quick | full])

@@ -2,17 +2,17 @@
 // The floor of a Node daemon's small upload (bench section "reuse", variant node-put): what a bare
 // node process spends to upload each file with nothing else around it: open, fstat and read the
 // file on the main thread (as the daemon does), PUT it over node:http with a keep-alive agent,
-// `parallel` at once, after 300 untimed PUTs; no job, journal, hashing, metrics or hand-off. Run with
-// the daemon's node flags. Argument: {"files": [paths], "url" (httpd collection, ends in /), "remotePrefix", "parallel",
-// "pauseUs" (optional: one file at a time, with a pause of so many µs after each)}
+// `parallel` at once, after `warmUp` untimed PUTs; no job, journal, hashing, metrics or hand-off. Run
+// with the daemon's node flags. Argument: {"files": [paths], "url" (httpd collection, ends in /),
+// "remotePrefix", "parallel", "warmUp" (as many PUTs as the daemon's warm-up has uploads), "pauseUs"
+// (optional: one file at a time, with a pause of so many µs after each)}
 // Prints {"seconds", "ok", "failed", "firstErrors", "cpuS", "peakRssKiB"} as bench/php/reuse.php does.
 import http from 'node:http'
 import { closeSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { timedParallel } from './lib/parallel.js'
 
-const { files, url, remotePrefix, parallel, pauseUs = 0 } = JSON.parse(process.argv[2])
-const WARM_UP = 300
+const { files, url, remotePrefix, parallel, warmUp, pauseUs = 0 } = JSON.parse(process.argv[2])
 const agent = new http.Agent({ keepAlive: true, maxSockets: parallel })
 const errors = []
 let ok = 0
@@ -48,9 +48,9 @@ function put (i) {
   })
 }
 
-// Warmed up first, as the daemon is before the sections (300 uploads: its JIT, the agent's
-// connection): the first file PUT to its own name, which the timed loop then writes again.
-for (let i = 0; i < WARM_UP; i++) await put(0)
+// Warmed up first, as the daemon is before the sections (its JIT, the agent's connection): the first
+// file PUT to its own name, which the timed loop then writes again.
+for (let i = 0; i < warmUp; i++) await put(0)
 ok = 0
 errors.length = 0
 const { seconds, cpuMs } = pauseUs > 0

@@ -4,6 +4,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import * as vega from 'vega'
 import { compile } from 'vega-lite'
+import { isPaced } from './reuse.js'
 
 const WIDTH = 300
 const HEIGHT = 200
@@ -93,7 +94,7 @@ export async function writeCharts (dir, results) {
   }
   const reuse = results.reuse?.summary
   if (reuse?.length) {
-    const rows = reuse.filter((r) => !r.variant.endsWith('-paced')).map((r) => ({ variant: r.mode ? `${r.variant} (${r.mode})` : r.variant, filesPerSecond: r.filesPerSecond.median }))
+    const rows = reuse.filter((r) => !isPaced(r.variant)).map((r) => ({ variant: r.mode ? `${r.variant} (${r.mode})` : r.variant, filesPerSecond: r.filesPerSecond.median }))
     specs['reuse.svg'] = bars({ values: rows, category: 'variant', value: 'filesPerSecond', xTitle: 'files/s (median)', title: `${reuse[0].files} small files to httpd`, sort: null })
   }
   const written = []

@@ -19,7 +19,7 @@ export const WIDE = '-wide'
 const WARM_UP_BYTES = 16 << 20
 // Then, for the small-job sections (startDaemon's `smallJobs`), small jobs one after the other, so
 // that the small-job path is JIT-compiled before they time anything.
-const WARM_UP_SMALL_JOBS = 300
+export const WARM_UP_SMALL_JOBS = 300
 
 export async function ensureFreeSpace (dir, needBytes) {
   const st = await fs.statfs(dir)

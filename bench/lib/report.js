@@ -12,6 +12,8 @@ import { NODE_FLAGS } from './sidecar.js'
 import { redisVersion } from './redis.js'
 import { JOURNAL_LINE_BYTES } from './handoff.js'
 import { KEEP_FINISHED as KEEP_FINISHED_DOC } from './burst.js'
+import { PAUSE_US, isPaced, pacedFiles } from './reuse.js'
+import { WARM_UP_SMALL_JOBS } from './env.js'
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url))
 const HADOOP_LIB = path.join(REPO, 'test/harness/hdfs/target/lib')
@@ -202,7 +204,7 @@ function reuseSection (summary, charts) {
   return `${table(['journal mode (daemon)', 'variant', 'files', 'seconds', 'files/s', 'files/s with a wait() per job¹', 'CPU ms/file', 'of it PHP', 'of it the daemon', 'daemon GC pauses ms/file²', '÷ php-new-handle³'], body)}\n\n` +
     '¹ the sidecar\'s clock stops when the daemon has no job left unfinished; this column also counts the check of each job\'s end that follows (`Client::wait()` on each in turn, as runs before 2026-11-25-atomic-put-reuse timed it).\n' +
     '² the daemon\'s own `nodejs_gc_duration_seconds` (main-thread pauses, not the GC helper threads), over the run and its check, median of the runs.\n' +
-    '³ files/s, median of the per-run ratios; a `-paced` variant (a 5 ms pause after each file, so its files/s is mostly the pause) against `php-new-handle-paced`.\n\n' + pics
+    `³ files/s, median of the per-run ratios; a \`-paced\` variant (a ${PAUSE_US / 1000} ms pause after each file, so its files/s is mostly the pause) against \`php-new-handle-paced\`.\n\n` + pics
 }
 
 const us = (r) => (r?.medianUs === null || r?.medianUs === undefined ? '—' : `${r.medianUs.toFixed(1)} µs`)
@@ -297,32 +299,34 @@ export function handoffGoals (results) {
       })
     }
   }
-  for (const r of results.reuse?.summary?.filter((x) => x.variant.startsWith('sidecar') && !x.variant.endsWith('-paced')) ?? []) {
-    const newHandle = results.reuse.summary.find((x) => x.mode === r.mode && x.variant === 'php-new-handle')
+  const reuse = results.reuse?.summary ?? []
+  const reuseOf = (mode, variant) => reuse.find((x) => x.mode === mode && x.variant === variant)
+  for (const r of reuse.filter((x) => x.variant.startsWith('sidecar') && !isPaced(x.variant))) {
+    const newHandle = reuseOf(r.mode, 'php-new-handle')
     const how = { sidecar: 'one hand-off per file', 'sidecar-thread': 'one hand-off per file on the hand-off thread\'s socket' }[r.variant] ?? 'handed over in one handOffAll()'
     out.push({
       goal: `${r.files} files of 4 KiB to httpd, ${how}: files/s ≥ php-curl new handle's ("${r.mode}" mode)`,
       met: known(r.vsNewHandle) ? r.vsNewHandle >= 1 : null,
-      detail: `${sp(r.filesPerSecond)} files/s against ${sp(newHandle?.filesPerSecond)} (median ratio ${f2(r.vsNewHandle)}; curl_multi ${sp(results.reuse.summary.find((x) => x.mode === r.mode && x.variant === 'php-multi')?.filesPerSecond)}); ` +
-        `CPU per file ${f2(r.cpuMsPerFile)} ms (PHP and daemon) against ${f2(newHandle?.cpuMsPerFile)}, a bare node PUT ${f2(results.reuse.summary.find((x) => x.mode === r.mode && x.variant === 'node-put')?.cpuMsPerFile)}`
+      detail: `${sp(r.filesPerSecond)} files/s against ${sp(newHandle?.filesPerSecond)} (median ratio ${f2(r.vsNewHandle)}; curl_multi ${sp(reuseOf(r.mode, 'php-multi')?.filesPerSecond)}); ` +
+        `CPU per file ${f2(r.cpuMsPerFile)} ms (PHP and daemon) against ${f2(newHandle?.cpuMsPerFile)}, a bare node PUT ${f2(reuseOf(r.mode, 'node-put')?.cpuMsPerFile)}`
     })
   }
   // The daemon's CPU per small upload, one hand-off per file; beside it the same with a pause after
   // each file, and php-curl's whole CPU per file back to back and paced alike.
-  const reuse = results.reuse?.summary ?? []
+  const paced = `one every ${PAUSE_US / 1000} ms`
   for (const mode of distinct(reuse, 'mode')) {
-    const of = (variant) => reuse.find((x) => x.mode === mode && x.variant === variant)
+    const of = (variant) => reuseOf(mode, variant)
     const one = of('sidecar')
     if (one?.daemonCpuMsPerFile === undefined) continue
     const ms = (x) => (x === undefined ? '—' : `${f2(x)} ms`)
-    const others = [['the hand-off thread\'s socket', 'sidecar-thread'], ['in one handOffAll()', 'sidecar-batch'], ['one every 5 ms', 'sidecar-paced']]
+    const others = [['the hand-off thread\'s socket', 'sidecar-thread'], ['in one handOffAll()', 'sidecar-batch'], [paced, 'sidecar-paced']]
       .filter(([, v]) => of(v)?.daemonCpuMsPerFile !== undefined).map(([what, v]) => `${what} ${ms(of(v).daemonCpuMsPerFile)}`)
     out.push({
       goal: `daemon CPU per 4 KiB upload to httpd ≤ 0.5 ms, one hand-off per file ("${mode}" mode)`,
       met: one.daemonCpuMsPerFile <= 0.5,
       detail: `${ms(one.daemonCpuMsPerFile)}${others.length ? ` (${others.join('; ')})` : ''}; php-curl's whole CPU per file with a new handle ${ms(of('php-new-handle')?.cpuMsPerFile)} back to back` +
-        `${of('php-new-handle-paced') ? `, ${ms(of('php-new-handle-paced').cpuMsPerFile)} one every 5 ms` : ''}; a bare node PUT ${ms(of('node-put')?.cpuMsPerFile)}` +
-        `${of('node-put-paced') ? `, ${ms(of('node-put-paced').cpuMsPerFile)} one every 5 ms` : ''}`
+        `${of('php-new-handle-paced') ? `, ${ms(of('php-new-handle-paced').cpuMsPerFile)} ${paced}` : ''}; a bare node PUT ${ms(of('node-put')?.cpuMsPerFile)}` +
+        `${of('node-put-paced') ? `, ${ms(of('node-put-paced').cpuMsPerFile)} ${paced}` : ''}`
     })
   }
   return out
@@ -363,7 +367,7 @@ function method (params) {
   const bullets = [
     [true, `- The daemon runs as in production: \`node ${NODE_FLAGS.join(' ')} bin/transfer-sidecar.js\` (flags from the bin's
   shebang), its config listing loopback TCP and a unix socket, log level warn; a fresh one per section,
-  warmed up by an untimed upload and download of 16 MiB${smallJobs ? ' (in the hand-off, burst, reuse and web sections also 300 uploads of 4 KiB, one after the other)' : ''} (a fresh daemon's first jobs are much slower).`],
+  warmed up by an untimed upload and download of 16 MiB${smallJobs ? ` (in the hand-off, burst, reuse and web sections also ${WARM_UP_SMALL_JOBS} uploads of 4 KiB, one after the other)` : ''} (a fresh daemon's first jobs are much slower).`],
     [ran('throughput') || ran('concurrency'), `- Every competitor runs in the same run; per size, the competitors of a direction go back to back
   and their order rotates from run to run. Ratios are medians of per-run ratios (paired), so the
   machine's drift (it is shared) cancels as far as possible. Compare ratios, not absolute figures.`],
@@ -462,7 +466,7 @@ function method (params) {
   the php-curl variants again beside it; "÷ php-new-handle" pairs runs of the same mode. \`node-put\` (bench/node-put.js) is a bare
   node process under the daemon's flags that reads each file on its main thread and PUTs it over a keep-alive node:http agent, 4 at
   once, with no job around it: the CPU a Node daemon's small upload cannot go below. \`sidecar-paced\`, \`php-new-handle-paced\` and
-  \`node-put-paced\` upload the first ${Math.min(p.reuseFiles, 400)} files one at a time with a 5 ms pause after each (PHP's \`usleep\`, node's
+  \`node-put-paced\` upload the first ${pacedFiles(p)} files one at a time with a ${PAUSE_US / 1000} ms pause after each (PHP's \`usleep\`, node's
   timer), as uploads come from a web page's users: the CPU a file costs when the work comes in short bursts between idle times.`]
   ]
   return bullets.filter(([on]) => on).map(([, text]) => text).join('\n')

@@ -21,6 +21,7 @@ import { cpuSeconds } from './procfs.js'
 import { check } from './verify.js'
 import { distinct, median, pairedRatio, spread } from './stats.js'
 import { rotate } from './throughput.js'
+import { WARM_UP_SMALL_JOBS } from './env.js'
 
 export const REUSE_VARIANTS = ['sidecar', 'sidecar-thread', 'sidecar-batch', 'php-new-handle', 'php-reused-handle', 'php-multi', 'node-put', 'sidecar-paced', 'php-new-handle-paced', 'node-put-paced']
 // The daemon's variants: one hand-off per file (on the API's socket, or on the hand-off thread's:
@@ -29,10 +30,10 @@ const isSidecar = (variant) => variant.startsWith('sidecar')
 const FILE_BYTES = 4096
 const PARALLEL = 4 // the sidecar's default per-target concurrency
 const NODE_PUT = fileURLToPath(new URL('../node-put.js', import.meta.url))
-const isPaced = (variant) => variant.endsWith('-paced')
-const PAUSE_US = 5000 // as the hand-off section's paced calls: one every 5 ms
+export const isPaced = (variant) => variant.endsWith('-paced')
+export const PAUSE_US = 5000 // as the hand-off section's paced calls: one every 5 ms
 const PACED_FILES = 400 // the paced variants upload the first 400 files (~3 s each)
-const pacedFiles = (opts) => Math.min(opts.reuseFiles, PACED_FILES)
+export const pacedFiles = (opts) => Math.min(opts.reuseFiles, PACED_FILES)
 
 export const estimateReuse = (opts) => opts.journalModes.length * (3 + opts.reuseRuns * (2 + opts.reuseFiles * (0.004 + 0.003 + 0.0015 + 0.001 + 0.001 + 0.0005 + 0.0015) + pacedFiles(opts) * 3 * (PAUSE_US / 1e6 + 0.002)))
 
@@ -77,15 +78,16 @@ async function reuseRuns ({ opts, progress, daemon, mode, http, files: allFiles,
   for (let run = 1; run <= opts.reuseRuns; run++) {
     for (const variant of rotate(variants, run - 1)) {
       const files = isPaced(variant) ? allFiles.slice(0, pacedFiles(opts)) : allFiles
+      const pauseUs = isPaced(variant) ? PAUSE_US : 0
       const prefix = `reuse-${variant}-${mode}-${run}`
       const cpu0 = cpuSeconds(daemon.pid)
       // The daemon's GC pauses (its own nodejs_gc_duration_seconds), a figure far less noisy than
       // whole-CPU ones from run to run on a shared machine.
       const gc0 = isSidecar(variant) ? await daemon.metric('nodejs_gc_duration_seconds_sum') : 0
       const r = variant.startsWith('node-put')
-        ? await runNodePut({ files, url: http.uploadUrl, remotePrefix: prefix, parallel: PARALLEL, pauseUs: isPaced(variant) ? PAUSE_US : 0 })
+        ? await runNodePut({ files, url: http.uploadUrl, remotePrefix: prefix, parallel: PARALLEL, pauseUs, warmUp: WARM_UP_SMALL_JOBS })
         : await runPhp('reuse.php', {
-          variant, files, url: http.uploadUrl, remotePrefix: prefix, socket: daemon.socketPath, handoffSocket: daemon.handoffSocket, daemonPid: daemon.pid, protocol: opts.protocol, sidecarTarget: http.sidecarName, parallel: PARALLEL, pauseUs: PAUSE_US
+          variant, files, url: http.uploadUrl, remotePrefix: prefix, socket: daemon.socketPath, handoffSocket: daemon.handoffSocket, daemonPid: daemon.pid, protocol: opts.protocol, sidecarTarget: http.sidecarName, parallel: PARALLEL, pauseUs
         })
       // The sidecar's: until its jobs were done (reuse.php), and with the check of each job's end.
       const daemonCpuS = isSidecar(variant) ? r.daemonCpuS : 0

@@ -103,6 +103,10 @@ async function submit (body, recorded) {
   while (Atomics.load(counter, UNFINISHED) >= config.queue.limit && making.size) await Promise.allSettled(making.values())
   if (spec.id && store.records.has(spec.id) && await knownHere(spec.id)) return ask(body)
   if (!reserve(counter, config.queue.limit)) {
+    // The place may be the one the main thread took for this same id (HTTP, the spool), whose
+    // first record has not reached this thread yet: the main thread answers, as it knows its own
+    // jobs being made (and asks this thread about those made here before it refuses).
+    if (spec.id) return ask(body)
     throw new errors.QueueFullError(`the queue holds ${Atomics.load(counter, UNFINISHED)} unfinished jobs (limit ${config.queue.limit})`)
   }
   const job = newJob(spec, new Date().toISOString())

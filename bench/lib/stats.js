@@ -37,6 +37,25 @@ export function pairedRatio (as, bs, field, bField = field) {
   return median(ratios)
 }
 
+// How much a ratio moves across sizes: the least-squares line of ratio on log(size), its change
+// from the smallest size to the largest, as a fraction of the mean ratio (0.05 = 5 % higher at the
+// largest size). Null with fewer than two sizes.
+export function fittedChange (points) {
+  const p = points.filter((q) => q.size > 0 && Number.isFinite(q.ratio))
+  if (p.length < 2) return null
+  const xs = p.map((q) => Math.log(q.size))
+  const mx = xs.reduce((a, b) => a + b) / p.length
+  const my = p.reduce((a, q) => a + q.ratio, 0) / p.length
+  let sxy = 0
+  let sxx = 0
+  for (let i = 0; i < p.length; i++) {
+    sxy += (xs[i] - mx) * (p[i].ratio - my)
+    sxx += (xs[i] - mx) ** 2
+  }
+  if (sxx === 0) return null
+  return (sxy / sxx) * (Math.max(...xs) - Math.min(...xs)) / my
+}
+
 // Distinct values of `key` in order of appearance.
 export function distinct (records, key) {
   return [...new Set(records.map((r) => r[key]))]

@@ -11,7 +11,7 @@ import { ensureFreeSpace, syncDisks } from './env.js'
 import { runPhp } from './php.js'
 import { cpuSeconds, threadCpuDelta, threadCpuSeconds, trackPeakRss } from './procfs.js'
 import { check, verifyJob, verifyLocalCopy, verifyRemoteCopy } from './verify.js'
-import { GiB, MiB, distinct, median, pairedRatio, spread, summarizeBy } from './stats.js'
+import { GiB, MiB, distinct, fittedChange, median, pairedRatio, spread, summarizeBy } from './stats.js'
 
 // For the duration estimate only (MiB/s on this machine kind, see /work/shared/notes/baseline.md).
 const EST_MIBPS = { http: 450, webhdfs: 280 }
@@ -235,6 +235,8 @@ export function summarizeThroughput (records) {
   })
 }
 
+const percent = (x) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)} %`
+
 // Issue #19's targets, from the competitors that ran: each sidecar against its PEERS at every size;
 // the main thread's CPU per GiB ≤ 1.1× curl's; peak RSS ≤ 80 MiB for one transfer.
 export function throughputTargets (summary) {
@@ -264,6 +266,21 @@ export function throughputTargets (summary) {
               met: Math.abs(dev) <= flat,
               detail: `furthest: ${worst.sizeMiB} MiB at ${worst.ratio.toFixed(2)} (${(dev * 100).toFixed(0)} %)`
             })
+            // The issue's own word: the slope. The line fitted through the ratios, on log size, may
+            // change by at most the same fraction from the smallest size to the largest.
+            const change = fittedChange(rows.map((r) => ({ size: r.sizeMiB, ratio: r.ratio })))
+            if (change !== null) {
+              const sizes = rows.map((r) => r.sizeMiB)
+              // Beside it, the same fit for two curls of the same run (OpenSSL's hash beside curl ÷
+              // plain curl): how far the machine alone moves such a line.
+              const reference = fittedChange(summary.filter((r) => r.competitor === 'curl-openssl' && r.target === target && r.direction === direction && r.vsCurl !== null)
+                .map((r) => ({ size: r.sizeMiB, ratio: r.vsCurl })))
+              out.push({
+                goal: `${target} ${direction}: ${competitor} ÷ ${peer} slope across sizes within ±${flat * 100} % (least squares on log size, ${Math.min(...sizes)} → ${Math.max(...sizes)} MiB)`,
+                met: Math.abs(change) <= flat,
+                detail: `fitted change ${percent(change)}${reference === null ? '' : `; curl-openssl ÷ curl in the same run: ${percent(reference)}`}`
+              })
+            }
           }
         }
       }

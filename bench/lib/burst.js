@@ -7,7 +7,9 @@
 // job ran twice), and no more than keepFinished jobs left in the daemon. The daemon's VmRSS is
 // sampled every RSS_SAMPLE_MS. Then the same on a daemon with a hand-off thread (handoff.listen),
 // the clients handing off on its socket (`sidecar-thread`). The anchor: the same clients LPUSHing
-// the same job body to redis.
+// the same job body to redis. And the ceiling of the hand-off alone (`floor`, per mode): the same
+// clients to bench/lib/floor-server.js, which does the hand-off's own work with the daemon's
+// functions (checks, path checks, record, journal write) and runs no job.
 import fs from 'node:fs/promises'
 import { readdirSync, statSync } from 'node:fs'
 import path from 'node:path'
@@ -16,6 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { runPhp } from './php.js'
 import { sampleRss } from './procfs.js'
 import { check } from './verify.js'
+import { startFloor } from './floor.js'
 
 const FILE_BYTES = 4096
 export const KEEP_FINISHED = 1000
@@ -25,7 +28,7 @@ const STORE = 'burst-store'
 const REDIS_KEY = 'sidecar-bench-burst'
 
 // Per mode: the burst (3,000–10,000/s) and the drain (the file target fsyncs each file: ~700–1,700/s here).
-export const estimateBurst = (opts) => 2 * opts.journalModes.length * (8 + opts.burstJobs * (1 / 5000 + 1 / 1200)) + 4 + opts.burstJobs / 20000
+export const estimateBurst = (opts) => 2 * opts.journalModes.length * (8 + opts.burstJobs * (1 / 5000 + 1 / 1200)) + opts.journalModes.length * (2 + opts.burstJobs / 8000) + 4 + opts.burstJobs / 20000
 
 function percentiles (us) {
   const v = us.sort((a, b) => a - b)
@@ -210,8 +213,30 @@ async function redisBurst ({ env, opts, progress, file }) {
   return record
 }
 
+async function floorBurst ({ env, opts, progress, mode, file }) {
+  const floor = await startFloor({ dir: env.workDir, name: `burst-${mode}`, roots: [env.filesDir], targets: [STORE], sync: mode, cpuProfDir: opts.cpuProfDir })
+  let r, lines
+  try {
+    r = await burst({ env, opts, role: 'sidecar', name: `floor-${mode}`, args: { socket: floor.socket, protocol: 'lines', target: STORE, file, prefix: '/burst' } })
+    lines = await floor.lines()
+  } finally {
+    await floor.stop()
+  }
+  const ids = new Set(r.acked.map(([id]) => id))
+  const record = {
+    variant: 'floor',
+    mode,
+    ...burstFigures(r, opts),
+    lost: r.acked.length - lines, // an acked job without its journal record
+    duplicated: r.acked.length - ids.size
+  }
+  progress.step(`floor ${mode.padEnd(5)} ${record.acked}/${record.jobs} acked in ${record.seconds.toFixed(2)} s: ${record.ackedPerSecond.toFixed(0)} hand-offs/s, ` +
+    `median ${record.medianUs} µs p99 ${record.p99Us} µs; errors ${record.errors}, records ${lines}`)
+  return record
+}
+
 export async function runBurst (env, opts, progress) {
-  progress.section('burst', 2 * opts.journalModes.length + 1)
+  progress.section('burst', 3 * opts.journalModes.length + 1)
   const file = path.join(env.filesDir, 'burst.bin')
   await fs.writeFile(file, randomFillSync(Buffer.alloc(FILE_BYTES)))
   const records = []
@@ -229,6 +254,7 @@ export async function runBurst (env, opts, progress) {
       }
     }
   }
+  for (const mode of opts.journalModes) records.push(await floorBurst({ env, opts, progress, mode, file }))
   records.push(await redisBurst({ env, opts, progress, file }))
   return { records, fileBytes: FILE_BYTES, keepFinished: KEEP_FINISHED, skippedModes }
 }

@@ -16,8 +16,8 @@ export const COMPETITORS = {
 const ALL_COMPETITORS = [...new Set(Object.values(COMPETITORS).flat())]
 // The PHP client's hand-off protocol in the burst, reuse and web sections (the hand-off section runs both).
 export const PROTOCOLS = ['lines', 'http']
-export const HANDOFF_VARIANTS = ['acked-unix', 'acked-tcp', 'acked-http-unix', 'acked-thread', 'noack-unix', 'exec-curl', 'direct', 'redis-lpush', 'pingpong', 'fdatasync', 'fdatasync-loaded',
-  'acked-unix-paced', 'acked-tcp-paced', 'acked-http-unix-paced', 'acked-thread-paced', 'direct-paced', 'redis-lpush-paced', 'pingpong-paced', 'fdatasync-paced']
+export const HANDOFF_VARIANTS = ['acked-unix', 'acked-tcp', 'acked-http-unix', 'acked-thread', 'acked-floor', 'noack-unix', 'exec-curl', 'direct', 'redis-lpush', 'pingpong', 'fdatasync', 'fdatasync-loaded',
+  'acked-unix-paced', 'acked-tcp-paced', 'acked-http-unix-paced', 'acked-thread-paced', 'acked-floor-paced', 'direct-paced', 'redis-lpush-paced', 'pingpong-paced', 'fdatasync-paced']
 
 // The published study's matrix: 10–100 MiB step 10, 100–300 step 50, 500/1000/1500.
 const STUDY_SIZES = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 150, 200, 250, 300, 500, 1000, 1500]

@@ -15,19 +15,23 @@
 // back, i.e. with the disk writes the daemon's own jobs bring during its back-to-back variants);
 // pingpong: the same job line from PHP to a second PHP process that answers it and does nothing
 // else (a unix socketpair), the floor of any acknowledged hand-off between two processes here.
+// acked-floor: Client::upload() to a node process that does only the hand-off's own work with the
+// daemon's functions (checks, path checks, record, journal write on its own thread, answer; no
+// job runs: bench/lib/floor-server.js), once per journal mode: what the daemon adds is above it.
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { existsSync, openSync, writeSync, fdatasyncSync, closeSync } from 'node:fs'
 import { randomFillSync } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Worker } from 'node:worker_threads'
+import { startFloor } from './floor.js'
 import { runPhp } from './php.js'
 import { cpuSeconds } from './procfs.js'
 
 const FILE_BYTES = 4096
 const SIDECAR_VARIANTS = ['acked-unix', 'acked-tcp', 'acked-http-unix', 'acked-thread', 'noack-unix']
 const EXEC_WAIT_MS = 300_000
-const EST_CALL_S = { 'acked-unix': 0.004, 'acked-tcp': 0.004, 'acked-http-unix': 0.004, 'acked-thread': 0.004, 'noack-unix': 0.002, 'exec-curl': 0.015, direct: 0.0015, 'redis-lpush': 0.0002, pingpong: 0.0001, fdatasync: 0.0005, 'fdatasync-loaded': 0.0015 }
+const EST_CALL_S = { 'acked-floor': 0.001, 'acked-unix': 0.004, 'acked-tcp': 0.004, 'acked-http-unix': 0.004, 'acked-thread': 0.004, 'noack-unix': 0.002, 'exec-curl': 0.015, direct: 0.0015, 'redis-lpush': 0.0002, pingpong: 0.0001, fdatasync: 0.0005, 'fdatasync-loaded': 0.0015 }
 const PACE_US = 5000
 const REDIS_KEY = 'sidecar-bench-jobs'
 // A journal line of a small upload, about as long as the daemon's (the floor's appended write).
@@ -37,7 +41,9 @@ const paced = (variant) => variant.endsWith('-paced')
 const baseOf = (variant) => variant.replace(/-paced$/, '')
 const callsOf = (variant, opts) => paced(variant) ? opts.handoffPacedCalls : opts.handoffCalls
 export const isSidecarVariant = (variant) => SIDECAR_VARIANTS.includes(baseOf(variant))
-const runsOf = (variant, opts) => isSidecarVariant(variant) ? opts.journalModes.length : 1
+const isFloorVariant = (variant) => baseOf(variant) === 'acked-floor'
+const runsOf = (variant, opts) => isSidecarVariant(variant) || isFloorVariant(variant) ? opts.journalModes.length : 1
+const FLOOR_WARMUP_CALLS = 300
 
 export const estimateHandoff = (opts) => 3 + opts.journalModes.length * 3 + opts.handoffVariants.reduce((s, v) =>
   s + runsOf(v, opts) * (1 + callsOf(v, opts) * (paced(v) ? PACE_US / 1e6 * 1.2 : EST_CALL_S[baseOf(v)])), 0)
@@ -180,15 +186,25 @@ export async function runHandoff (env, opts, progress) {
   await fs.writeFile(file, randomFillSync(Buffer.alloc(FILE_BYTES)))
   const records = []
   const skippedModes = []
-  const others = opts.handoffVariants.filter((v) => !isSidecarVariant(v))
+  const others = opts.handoffVariants.filter((v) => !isSidecarVariant(v) && !isFloorVariant(v))
   const sidecars = opts.handoffVariants.filter(isSidecarVariant)
+  const floors = opts.handoffVariants.filter(isFloorVariant)
   // The competitors first, then each journal mode on its own fresh daemon.
   const redis = others.some((v) => baseOf(v) === 'redis-lpush') ? await env.redis() : null
   for (const variant of others) records.push(await runVariant({ env, opts, progress, variant, mode: null, daemon: null, redis, file }))
   // acked-thread on a daemon of its own with handoff.listen (whose journal is then the thread's for
   // every submission), the other sidecar variants on one as configured by default.
   const groups = [[sidecars.filter((v) => baseOf(v) !== 'acked-thread'), false], [sidecars.filter((v) => baseOf(v) === 'acked-thread'), true]]
-  for (const mode of sidecars.length ? opts.journalModes : []) {
+  for (const mode of sidecars.length || floors.length ? opts.journalModes : []) {
+    if (floors.length) {
+      const floor = await startFloor({ dir: env.workDir, name: `handoff-${mode}`, roots: [env.filesDir], targets: [env.targets.http.sidecarName], sync: mode, cpuProfDir: opts.cpuProfDir })
+      try {
+        await runPhp('handoff.php', { variant: 'acked-floor', count: FLOOR_WARMUP_CALLS, file, socket: floor.socket, sidecarTarget: env.targets.http.sidecarName, remotePrefix: 'floor-warm-up' })
+        for (const variant of floors) records.push(await runVariant({ env, opts, progress, variant, mode, floor, redis, file }))
+      } finally {
+        await floor.stop()
+      }
+    }
     for (const [variants, handoff] of groups.filter(([variants]) => variants.length)) {
       const daemon = await env.startModeDaemon('handoff', mode, { handoff, skipped: skippedModes })
       if (!daemon) {
@@ -201,7 +217,7 @@ export async function runHandoff (env, opts, progress) {
   return { records, fileBytes: FILE_BYTES, skippedModes, redisVersion: redis?.version ?? null }
 }
 
-async function runVariant ({ env, opts, progress, variant, mode, daemon, redis, file }) {
+async function runVariant ({ env, opts, progress, variant, mode, daemon, floor, redis, file }) {
   const base = baseOf(variant)
   const calls = callsOf(variant, opts)
   const sidecar = isSidecarVariant(variant)
@@ -210,14 +226,15 @@ async function runVariant ({ env, opts, progress, variant, mode, daemon, redis, 
   const prefix = `handoff-${variant}${mode ? `-${mode}` : ''}`
   const timesDir = path.join(env.workDir, `${prefix}.times`)
   await fs.mkdir(timesDir, { recursive: true })
-  const cpuPid = sidecar ? daemon.pid : base === 'redis-lpush' ? redis.pid : null
+  const cpuPid = sidecar ? daemon.pid : floor ? floor.pid : base === 'redis-lpush' ? redis.pid : null
+  const floorLines0 = floor ? await floor.lines() : 0
   const cpu0 = cpuPid ? cpuSeconds(cpuPid) : 0
   const php = {
     variant: base === 'fdatasync-loaded' ? 'direct' : base,
     count: calls,
     pauseUs,
     file,
-    socket: daemon?.socketPath,
+    socket: floor?.socket ?? daemon?.socketPath,
     handoffSocket: daemon?.handoffSocket,
     port: daemon?.port,
     sidecarTarget: http.sidecarName,
@@ -246,6 +263,9 @@ async function runVariant ({ env, opts, progress, variant, mode, daemon, redis, 
     if (base === 'noack-unix') await sleep(500)
     ;({ lost, failed, failures } = await countLost(daemon, r.ids))
     if (failures.length) progress.log(`${variant} (${mode}): failed jobs, e.g. ${failures.join('; ')}`)
+  } else if (floor) {
+    daemonCpuS = daemonBurstCpuS // the floor server's: it only journals the job, no upload runs
+    lost = calls - r.errors - (await floor.lines() - floorLines0)
   } else if (base === 'redis-lpush') {
     daemonCpuS = daemonBurstCpuS // redis-server's: it only stores the job, no upload runs
     lost = calls - r.errors - r.queued

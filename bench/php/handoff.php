@@ -6,6 +6,8 @@ declare(strict_types=1);
 // back (after php-client/bin/handoff-bench.php). Variants:
 //   acked-unix, acked-tcp  Client::upload() (line protocol, the default): the daemon's 202 is read (job journaled)
 //   acked-http-unix        the same with 'protocol' => 'http' (POST /v1/jobs)
+//   acked-floor            Client::upload() to bench/lib/floor-server.js: the hand-off's own work alone (checks,
+//                          record, journal write), no daemon
 //   noack-unix             Client::send(): write the job line, close, never read the answer
 //   exec-curl              exec('curl -T … &'): a background curl per call
 //   direct                 a blocking php-curl PUT of the file to httpd, new handle per call
@@ -38,7 +40,7 @@ $redis = null;
 $echo = null; // pingpong: [the socket, the answering child's pid]
 
 $call = match ($variant) {
-    'acked-unix', 'acked-tcp', 'acked-http-unix', 'acked-thread', 'noack-unix' => (static function () use ($a, $variant, $file, &$ids): callable {
+    'acked-unix', 'acked-tcp', 'acked-http-unix', 'acked-thread', 'acked-floor', 'noack-unix' => (static function () use ($a, $variant, $file, &$ids): callable {
         $options = $variant === 'acked-tcp' ? ['host' => '127.0.0.1', 'port' => (int) $a['port']] : ['socket' => $a['socket']];
         if ($variant === 'acked-thread') {
             $options['handoff_socket'] = $a['handoffSocket']; // the hand-off thread's socket (handoff.listen)

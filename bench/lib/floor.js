@@ -1,0 +1,38 @@
+// The hand-off's floor (issue #18): bench/lib/floor-server.js started for one journal mode, its
+// socket and journal in `dir` (beside the daemons' state directories: the same file system).
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { onCleanup, onExitKill } from './cleanup.js'
+
+const SERVER = fileURLToPath(new URL('./floor-server.js', import.meta.url))
+
+// cpuProfDir: run it under --cpu-prof too (the bench's --cpu-prof), beside the daemons' profiles.
+export async function startFloor ({ dir, name, roots, targets, sync, cpuProfDir }) {
+  const socket = path.join(dir, `floor-${name}.sock`)
+  const journal = path.join(dir, `floor-${name}.journal`)
+  const profile = cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir, '--cpu-prof-name', `floor-${name}.cpuprofile`] : []
+  const child = spawn(process.execPath, [...profile, SERVER, JSON.stringify({ socket, roots, targets, journal, sync })], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  const kill = () => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL') }
+  onExitKill(kill)
+  onCleanup(kill)
+  await new Promise((resolve, reject) => {
+    child.stdout.setEncoding('utf8').once('data', resolve)
+    exited.then((code) => reject(new Error(`the floor server exited (${code}) before it was ready`)))
+  })
+  return {
+    pid: child.pid,
+    socket,
+    // The records it has written: one per job it accepted.
+    lines: async () => (await fs.readFile(journal, 'utf8').catch(() => '')).split('\n').length - 1,
+    async stop () {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM')
+        await exited
+      }
+      await fs.rm(journal, { force: true })
+    }
+  }
+}

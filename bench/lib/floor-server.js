@@ -8,7 +8,8 @@
 // daemon spends over this is its own machinery, what this spends over `pingpong` is the hand-off's
 // own work (the checks and the record the README promises), which redis-lpush does not do.
 //   node bench/lib/floor-server.js '{"socket", "roots", "targets": ["name", …], "journal", "sync"[, "steps": true]}'
-// Prints "ready" once listening; exits on SIGTERM (with "steps", printing each step's median µs first).
+// Prints "ready" once listening; exits on SIGTERM (with "steps", printing each step's median µs
+// first); on SIGUSR2 forgets the steps timed so far and prints "reset".
 import net from 'node:net'
 import { openSync, rmSync, writeSync, constants as C } from 'node:fs'
 import { parseJobRequest, newJob } from '../../src/jobs.js'
@@ -83,6 +84,11 @@ const server = net.createServer((s) => {
 })
 rmSync(socket, { force: true }) // one left by an earlier run killed before it could close
 server.listen(socket, () => console.log('ready'))
+// SIGUSR2: forget the steps timed so far (a warm-up's), then say so.
+process.on('SIGUSR2', () => {
+  for (const t of times ?? []) t.length = 0
+  console.log('reset')
+})
 process.on('SIGTERM', () => {
   if (times) {
     const median = (v) => v.sort((a, b) => a - b)[v.length >> 1]

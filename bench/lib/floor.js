@@ -9,17 +9,20 @@ import { onCleanup, onExitKill } from './cleanup.js'
 const SERVER = fileURLToPath(new URL('./floor-server.js', import.meta.url))
 
 // cpuProfDir: run it under --cpu-prof too (the bench's --cpu-prof), beside the daemons' profiles.
-export async function startFloor ({ dir, name, roots, targets, sync, cpuProfDir }) {
+// steps: time each step of each line; stop() then resolves to their medians (µs).
+export async function startFloor ({ dir, name, roots, targets, sync, cpuProfDir, steps = false }) {
   const socket = path.join(dir, `floor-${name}.sock`)
   const journal = path.join(dir, `floor-${name}.journal`)
   const profile = cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir, '--cpu-prof-name', `floor-${name}.cpuprofile`] : []
-  const child = spawn(process.execPath, [...profile, SERVER, JSON.stringify({ socket, roots, targets, journal, sync })], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn(process.execPath, [...profile, SERVER, JSON.stringify({ socket, roots, targets, journal, sync, steps })], { stdio: ['ignore', 'pipe', 'inherit'] })
   const exited = new Promise((resolve) => child.once('exit', resolve))
   const kill = () => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL') }
   onExitKill(kill)
   onCleanup(kill)
+  let output = ''
+  child.stdout.setEncoding('utf8').on('data', (d) => { output += d })
   await new Promise((resolve, reject) => {
-    child.stdout.setEncoding('utf8').once('data', resolve)
+    child.stdout.once('data', resolve)
     exited.then((code) => reject(new Error(`the floor server exited (${code}) before it was ready`)))
   })
   return {
@@ -27,12 +30,19 @@ export async function startFloor ({ dir, name, roots, targets, sync, cpuProfDir 
     socket,
     // The records it has written: one per job it accepted.
     lines: async () => (await fs.readFile(journal, 'utf8').catch(() => '')).split('\n').length - 1,
+    // steps: forget those timed so far (a warm-up's).
+    async resetSteps () {
+      const seen = output.length
+      child.kill('SIGUSR2')
+      while (!output.slice(seen).includes('reset\n')) await new Promise((resolve) => setTimeout(resolve, 5))
+    },
     async stop () {
       if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGTERM')
         await exited
       }
       await fs.rm(journal, { force: true })
+      return steps ? JSON.parse(output.trim().split('\n').at(-1)) : null
     }
   }
 }

@@ -87,6 +87,22 @@ afterEach(async () => {
 const submit = async (name) => (await scheduler.submit({ direction: 'download', target: 't', local: path.join(root, name), remote: `/${name}` })).job
 
 describe('scheduler races', () => {
+  it('a job accepted starts START_DELAY_MS after its answer, and is counted as queued meanwhile', async () => {
+    const { START_DELAY_MS } = await import('../src/scheduler.js')
+    const t0 = Date.now()
+    const a = await submit('a')
+    await tick()
+    expect(ctl.runs).toHaveLength(0) // not in the turn that answered it
+    expect(scheduler.stats()).toMatchObject({ unfinished: 1, running: 0, queued: 1 })
+    await started(1)
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(START_DELAY_MS - 1) // a timer may fire up to 1 ms early by Date.now()
+    expect(ctl.runs[0].job.id).toBe(a.id)
+    expect(scheduler.stats()).toMatchObject({ unfinished: 1, running: 1, queued: 0 })
+    ctl.runs[0].resolve({ bytes: 0, size: 0, sha256: 'x' })
+    await scheduler.waitForEnd(a.id, 1000)
+    expect(a.state).toBe('succeeded')
+  })
+
   it('two cancels of one queued job: one cancels it, the other answers JOB_FINISHED; the counts stay right', async () => {
     const a = await submit('a')
     const b = await submit('b')

@@ -4,9 +4,10 @@
 // line: JSON.parse, parseJobRequest (validation), resolveSource (the path checks: realpath, stat,
 // the roots), the id looked up (idempotence), newJob, the record appended to a journal file, and
 // the 202 line. The journal is written on this thread (no thread-pool hop): one write(2) per turn
-// of the event loop for what every connection sent, opened O_DSYNC in "fsync" mode. No job runs, no metrics, logs or timers: what the
-// daemon spends over this is its own machinery, what this spends over `pingpong` is the hand-off's
-// own work (the checks and the record the README promises), which redis-lpush does not do.
+// of the event loop for what every connection sent, opened O_DSYNC in "fsync" mode. No job runs,
+// no metrics, logs or timers: what the daemon spends over this is its own machinery, what this
+// spends over `pingpong` is the hand-off's own work (the checks and the record the README
+// promises), which redis-lpush does not do. A refused line is answered as the daemon answers it.
 //   node bench/lib/floor-server.js '{"socket", "roots", "targets": ["name", …], "journal", "sync"[, "steps": true]}'
 // Prints "ready" once listening; exits on SIGTERM (with "steps", printing each step's median µs
 // first); on SIGUSR2 forgets the steps timed so far and prints "reset".
@@ -14,6 +15,8 @@ import net from 'node:net'
 import { openSync, rmSync, writeSync, constants as C } from 'node:fs'
 import { parseJobRequest, newJob } from '../../src/jobs.js'
 import { resolveSource } from '../../src/paths.js'
+import { errorAnswer } from '../../src/http/respond.js'
+import { InvalidJsonError } from '../../src/errors.js'
 
 const { socket, roots, targets, journal, sync, steps = false } = JSON.parse(process.argv[2])
 const config = { targets: Object.fromEntries(targets.map((name) => [name, {}])), callbacks: { allow: [] } }
@@ -31,6 +34,9 @@ function step (i) {
   mark = now
 }
 
+const accepted = (id) => `{"status":202,"id":"${id}","state":"queued"}`
+const silent = { error () {}, warn () {} }
+
 async function handle (line) {
   try {
     const body = JSON.parse(line)
@@ -39,14 +45,16 @@ async function handle (line) {
     step(1)
     await resolveSource(spec.local, roots)
     step(2)
-    if (spec.id !== null && known.has(spec.id)) return { answer: `{"status":202,"id":"${spec.id}","state":"queued"}`, record: null }
+    if (spec.id !== null && known.has(spec.id)) return { answer: accepted(spec.id), record: null }
     const job = newJob(spec, new Date().toISOString())
     known.add(job.id)
     const record = `{"op":"put","job":${JSON.stringify(job)}}\n`
     step(3)
-    return { answer: `{"status":202,"id":"${job.id}","state":"queued"}`, record }
+    return { answer: accepted(job.id), record }
   } catch (err) {
-    return { answer: JSON.stringify({ status: err.status ?? 400, error: { code: err.code ?? 'INVALID_JSON', message: err.message } }), record: null }
+    // JSON.parse's own error is the daemon's INVALID_JSON (its parseJson words the message).
+    const { error, body } = errorAnswer(err instanceof SyntaxError ? new InvalidJsonError('the line is not valid JSON') : err, silent)
+    return { answer: JSON.stringify({ status: error.statusCode, ...body }), record: null }
   }
 }
 

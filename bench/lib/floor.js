@@ -1,12 +1,14 @@
 // The hand-off's floor (issue #18): bench/lib/floor-server.js started for one journal mode, its
 // socket and journal in `dir` (beside the daemons' state directories: the same file system).
 import fs from 'node:fs/promises'
+import { createReadStream } from 'node:fs'
 import path from 'node:path'
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { onCleanup, onExitKill } from './cleanup.js'
 
 const SERVER = fileURLToPath(new URL('./floor-server.js', import.meta.url))
+const NEWLINE = 0x0a
 
 // cpuProfDir: run it under --cpu-prof too (the bench's --cpu-prof), beside the daemons' profiles.
 // steps: time each step of each line; stop() then resolves to their medians (µs).
@@ -28,8 +30,18 @@ export async function startFloor ({ dir, name, roots, targets, sync, cpuProfDir,
   return {
     pid: child.pid,
     socket,
-    // The records it has written: one per job it accepted.
-    lines: async () => (await fs.readFile(journal, 'utf8').catch(() => '')).split('\n').length - 1,
+    // The records it has written: one per job it accepted (counted as the journal streams by).
+    async lines () {
+      let count = 0
+      try {
+        for await (const chunk of createReadStream(journal)) {
+          for (let at = chunk.indexOf(NEWLINE); at !== -1; at = chunk.indexOf(NEWLINE, at + 1)) count++
+        }
+      } catch (err) {
+        if (err.code !== 'ENOENT') throw err
+      }
+      return count
+    },
     // steps: forget those timed so far (a warm-up's).
     async resetSteps () {
       const seen = output.length

@@ -10,6 +10,7 @@ import { startTarget } from './targets.js'
 import { startSidecar } from './sidecar.js'
 import { startRedis } from './redis.js'
 import { createTestFile } from './testfile.js'
+import { handOffLines } from './line-client.js'
 import { statusKiB } from './procfs.js'
 import { GiB } from './stats.js'
 
@@ -18,8 +19,16 @@ export const WIDE = '-wide'
 // The warm-up jobs' file: large enough for the hashing thread (src/digest.js, 8 MiB and up).
 const WARM_UP_BYTES = 16 << 20
 // Then, for the small-job sections (startDaemon's `smallJobs`), small jobs one after the other, so
-// that the small-job path is JIT-compiled before they time anything.
+// that the small-job path is JIT-compiled before they time anything: WARM_UP_SMALL_JOBS over HTTP
+// (POST /v1/jobs) and WARM_UP_LINE_JOBS over the line protocol, the PHP client's, one at a time.
+// A fresh daemon's first thousands of small jobs cost it more CPU while V8 still compiles their
+// code (bench/job-cpu.js --jobs 1000 --rounds 12, 2026-11-28: 0.84–0.94 ms a job for the first
+// 1,000, 0.55–0.67 for the next, 0.44–0.55 from ~3,000 on), and a daemon in production has run
+// far more; 300 over HTTP alone left the line protocol's code cold.
 export const WARM_UP_SMALL_JOBS = 300
+export const WARM_UP_LINE_JOBS = 3000
+// As many uploads as a daemon's warm-up makes (a bare node PUT is warmed up by as many).
+export const WARM_UP_UPLOADS = WARM_UP_SMALL_JOBS + WARM_UP_LINE_JOBS
 
 export async function ensureFreeSpace (dir, needBytes) {
   const st = await fs.statfs(dir)
@@ -60,10 +69,24 @@ export async function setupEnv (opts, progress) {
         const end = await d.waitEnd(id)
         if (end.state !== 'succeeded') throw new Error(`warm-up ${job.direction}: job ${id} ${end.state} ${JSON.stringify(end.error)}`)
       }
+      if (smallJobs) {
+        // On the socket the section's clients hand off on (the hand-off thread's, if it has one).
+        let last = null
+        await handOffLines(d.handoffSocket ?? d.socketPath, {
+          count: WARM_UP_LINE_JOBS,
+          window: 1,
+          job: (i) => ({ direction: 'upload', target: target.sidecarName, local: small, remote: `/warm-up-small/s-${i}.bin`, overwrite: true, ...(digest && { digest }) }),
+          onAnswer: (answer) => { last = answer.id }
+        })
+        const end = await d.waitEnd(last)
+        if (end.state !== 'succeeded') throw new Error(`warm-up over the line protocol: job ${last} ${end.state} ${JSON.stringify(end.error)}`)
+        await d.drained({ intervalMs: 20 })
+      }
     } finally {
       for (const file of [local, back, small]) await fs.rm(file, { force: true })
       await target.remove('warm-up.bin').catch(() => {})
       await target.remove('warm-up-small.bin').catch(() => {})
+      await target.remove('warm-up-small').catch(() => {})
     }
   }
 

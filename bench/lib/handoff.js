@@ -25,6 +25,7 @@ import { randomFillSync } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Worker } from 'node:worker_threads'
 import { startFloor } from './floor.js'
+import { WARM_UP_LINE_JOBS } from './env.js'
 import { runPhp } from './php.js'
 import { cpuSeconds } from './procfs.js'
 
@@ -43,7 +44,7 @@ const callsOf = (variant, opts) => paced(variant) ? opts.handoffPacedCalls : opt
 export const isSidecarVariant = (variant) => SIDECAR_VARIANTS.includes(baseOf(variant))
 const isFloorVariant = (variant) => baseOf(variant) === 'acked-floor'
 const runsOf = (variant, opts) => isSidecarVariant(variant) || isFloorVariant(variant) ? opts.journalModes.length : 1
-const FLOOR_WARMUP_CALLS = 300
+const FLOOR_WARMUP_CALLS = WARM_UP_LINE_JOBS // as many as a daemon's warm-up hands off over lines
 
 export const estimateHandoff = (opts) => 3 + opts.journalModes.length * 3 + opts.handoffVariants.reduce((s, v) =>
   s + runsOf(v, opts) * (1 + callsOf(v, opts) * (paced(v) ? PACE_US / 1e6 * 1.2 : EST_CALL_S[baseOf(v)])), 0)

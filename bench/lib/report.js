@@ -13,7 +13,7 @@ import { redisVersion } from './redis.js'
 import { JOURNAL_LINE_BYTES } from './handoff.js'
 import { KEEP_FINISHED as KEEP_FINISHED_DOC } from './burst.js'
 import { PAUSE_US, isPaced, pacedFiles } from './reuse.js'
-import { WARM_UP_SMALL_JOBS } from './env.js'
+import { WARM_UP_LINE_JOBS, WARM_UP_SMALL_JOBS, WARM_UP_UPLOADS } from './env.js'
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url))
 const HADOOP_LIB = path.join(REPO, 'test/harness/hdfs/target/lib')
@@ -372,7 +372,7 @@ function method (params) {
   const bullets = [
     [true, `- The daemon runs as in production: \`node ${NODE_FLAGS.join(' ')} bin/transfer-sidecar.js\` (flags from the bin's
   shebang), its config listing loopback TCP and a unix socket, log level warn; a fresh one per section,
-  warmed up by an untimed upload and download of 16 MiB${smallJobs ? ` (in the hand-off, burst, reuse and web sections also ${WARM_UP_SMALL_JOBS} uploads of 4 KiB, one after the other)` : ''} (a fresh daemon's first jobs are much slower).`],
+  warmed up by an untimed upload and download of 16 MiB${smallJobs ? ` (in the hand-off, burst, reuse and web sections also ${WARM_UP_SMALL_JOBS} uploads of 4 KiB over HTTP and ${WARM_UP_LINE_JOBS} over the line protocol, one at a time, on the socket the section's clients use; the hand-off section's acked-floor server gets ${WARM_UP_LINE_JOBS} calls first, the reuse section's bare node PUT ${WARM_UP_UPLOADS} PUTs)` : ''} (a fresh daemon's first jobs are much slower: its first thousands of small jobs cost it more CPU while V8 compiles their code).`],
     [ran('throughput') || ran('concurrency'), `- Every competitor runs in the same run; per size, the competitors of a direction go back to back
   and their order rotates from run to run. Ratios are medians of per-run ratios (paired), so the
   machine's drift (it is shared) cancels as far as possible. Compare ratios, not absolute figures.`],

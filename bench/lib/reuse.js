@@ -21,7 +21,7 @@ import { cpuSeconds } from './procfs.js'
 import { check } from './verify.js'
 import { distinct, median, pairedRatio, spread } from './stats.js'
 import { rotate } from './throughput.js'
-import { WARM_UP_SMALL_JOBS } from './env.js'
+import { WARM_UP_UPLOADS } from './env.js'
 
 export const REUSE_VARIANTS = ['sidecar', 'sidecar-thread', 'sidecar-batch', 'php-new-handle', 'php-reused-handle', 'php-multi', 'node-put', 'sidecar-paced', 'php-new-handle-paced', 'node-put-paced']
 // The daemon's variants: one hand-off per file (on the API's socket, or on the hand-off thread's:
@@ -85,7 +85,7 @@ async function reuseRuns ({ opts, progress, daemon, mode, http, files: allFiles,
       // whole-CPU ones from run to run on a shared machine.
       const gc0 = isSidecar(variant) ? await daemon.metric('nodejs_gc_duration_seconds_sum') : 0
       const r = variant.startsWith('node-put')
-        ? await runNodePut({ files, url: http.uploadUrl, remotePrefix: prefix, parallel: PARALLEL, pauseUs, warmUp: WARM_UP_SMALL_JOBS })
+        ? await runNodePut({ files, url: http.uploadUrl, remotePrefix: prefix, parallel: PARALLEL, pauseUs, warmUp: WARM_UP_UPLOADS })
         : await runPhp('reuse.php', {
           variant, files, url: http.uploadUrl, remotePrefix: prefix, socket: daemon.socketPath, handoffSocket: daemon.handoffSocket, daemonPid: daemon.pid, protocol: opts.protocol, sidecarTarget: http.sidecarName, parallel: PARALLEL, pauseUs
         })

@@ -5,7 +5,8 @@
 // atomicPut) or a `file` target, timed until the daemon has no job left unfinished. Per job: the
 // daemon's CPU (whole, main thread, its kernel share, the other threads by name), its GC pauses
 // (the daemon's own nodejs_gc_duration_seconds, which moves far less from run to run than CPU
-// figures on a shared machine; and the round's count of scavenges and full collections) and the hand-off's acknowledgement time; the daemon's peak RSS.
+// figures on a shared machine; and the round's count of scavenges and full collections) and the
+// hand-off's acknowledgement time; the daemon's peak RSS.
 // The daemon runs with the bin's node flags. Round 0 warms it up; every round prints one JSON line.
 // To compare two checkouts, run it from each in turn, a few times over (the spread between two
 // identical runs here is ±20 %).

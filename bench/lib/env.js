@@ -52,7 +52,8 @@ export async function setupEnv (opts, progress) {
   // The first job of a fresh daemon is several times slower than the next ones (the hashing
   // thread's start, JIT, the first connections and journal writes: +60–180 ms at 10–128 MiB here), and
   // a daemon in production is not fresh. So each daemon gets an untimed upload and download first,
-  // and, with `smallJobs`, WARM_UP_SMALL_JOBS small uploads.
+  // and, with `smallJobs`, WARM_UP_SMALL_JOBS small uploads over HTTP, then WARM_UP_LINE_JOBS over
+  // the line protocol.
   async function warmUp (d, { smallJobs, digest }) {
     const target = Object.values(targets)[0]
     if (!target) return

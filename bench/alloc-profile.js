@@ -10,12 +10,8 @@
 //   node bench/alloc-profile.js [--jobs 2000] [--window 1] [--sync write|fsync] [--target http|file]
 //                               [--size 4096] [--interval 256] [--top 25] [--out FILE]
 import fs from 'node:fs/promises'
-import os from 'node:os'
-import path from 'node:path'
-import { startSidecar } from './lib/sidecar.js'
-import { handOffLines } from './lib/line-client.js'
-import { startHttpd } from '../test/harness/httpd.js'
-import { createSmallFiles } from './lib/testfile.js'
+import { startSmallJobs } from './lib/small-jobs.js'
+import { handOffAndWait } from './lib/line-client.js'
 import { toolArgs } from './lib/tool-args.js'
 
 const USAGE = `usage: node bench/alloc-profile.js [--jobs 2000] [--window 1] [--sync write|fsync] [--target http|file]
@@ -38,33 +34,21 @@ if (!['http', 'file'].includes(o.target) || !['write', 'fsync'].includes(o.sync)
   process.exit(2)
 }
 
-const work = await fs.mkdtemp(path.join(os.tmpdir(), 'alloc-profile-'))
-const files = path.join(work, 'files')
-await fs.mkdir(files)
-const paths = await createSmallFiles(files, N, Number(o.size))
-const httpd = o.target === 'http' ? await startHttpd() : null
-const targets = { t: httpd ? { type: 'http', url: httpd.uploadUrl, atomicPut: true } : { type: 'file', dir: path.join(work, 'store') } }
-const daemon = await startSidecar({
-  workDir: work,
-  roots: [files],
-  targets,
-  nodeFlags: ['--inspect=127.0.0.1:0'],
-  extra: { journal: { sync: o.sync } }
+const { paths, daemon, socket, stop } = await startSmallJobs({
+  name: 'alloc-profile',
+  count: N,
+  size: Number(o.size),
+  target: o.target,
+  sidecar: { nodeFlags: ['--inspect=127.0.0.1:0'], extra: { journal: { sync: o.sync } } }
 })
 
 try {
   const inspector = await connectInspector(daemon)
-  const round = async (r) => {
-    let lastId = null
-    await handOffLines(daemon.socketPath, {
-      count: N,
-      window: Number(o.window),
-      job: (i) => ({ direction: 'upload', target: 't', local: paths[i], remote: `/alloc/r${r}/f${i}`, overwrite: true }),
-      onAnswer: (answer) => { lastId = answer.id }
-    })
-    await daemon.waitEnd(lastId)
-    await daemon.drained({ intervalMs: 5 })
-  }
+  const round = (r) => handOffAndWait(daemon, socket, {
+    count: N,
+    window: Number(o.window),
+    job: (i) => ({ direction: 'upload', target: 't', local: paths[i], remote: `/alloc/r${r}/f${i}`, overwrite: true })
+  })
   await round(0)
   await inspector.call('HeapProfiler.enable')
   await inspector.call('HeapProfiler.startSampling', {
@@ -78,9 +62,7 @@ try {
   if (o.out) await fs.writeFile(o.out, JSON.stringify(profile))
   report(profile, N, Number(o.top))
 } finally {
-  await daemon.stop()
-  await httpd?.stop()
-  await fs.rm(work, { recursive: true, force: true })
+  await stop()
 }
 
 // The daemon's inspector, found by the URL it printed, as a call(method, params) → result.

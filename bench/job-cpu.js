@@ -23,16 +23,11 @@
 // round sampled by `perf record -g` into FILE, every thread (`perf report -i FILE --sort comm`).
 // --httpd-dir puts httpd's files elsewhere (e.g. a tmpfs), as a remote server's would be: on one
 // disk, a journal sync in "fsync" mode also commits what httpd wrote since the last one.
-import fs from 'node:fs/promises'
-import os from 'node:os'
 import { spawn } from 'node:child_process'
-import path from 'node:path'
-import { startSidecar } from './lib/sidecar.js'
-import { handOffEach, handOffLines } from './lib/line-client.js'
+import { startSmallJobs } from './lib/small-jobs.js'
+import { handOffAndWait } from './lib/line-client.js'
 import { statusKiB, threadCpuDelta, threadCpuSeconds } from './lib/procfs.js'
 import { median } from './lib/stats.js'
-import { startHttpd } from '../test/harness/httpd.js'
-import { createSmallFiles } from './lib/testfile.js'
 import { toolArgs } from './lib/tool-args.js'
 
 const USAGE = `usage: node bench/job-cpu.js [--jobs 2000] [--rounds 2] [--window 16] [--sync write|fsync]
@@ -68,36 +63,19 @@ if (!['http', 'file'].includes(o.target) || !['write', 'fsync'].includes(o.sync)
   process.exit(2)
 }
 
-const work = await fs.mkdtemp(path.join(os.tmpdir(), 'job-cpu-'))
-const files = path.join(work, 'files')
-await fs.mkdir(files)
-const paths = await createSmallFiles(files, N, Number(o.size))
-const httpd = o.target === 'http' ? await startHttpd({ dir: o['httpd-dir'] }) : null
-const targets = { t: httpd ? { type: 'http', url: httpd.uploadUrl, atomicPut: true } : { type: 'file', dir: path.join(work, 'store') } }
-const daemon = await startSidecar({
-  workDir: work,
-  roots: [files],
-  targets,
-  cpuProfDir: o['cpu-prof'],
-  cpuProfIntervalUs: o['cpu-prof-interval'],
-  nodeFlags: o['node-flag'],
-  extra: {
-    journal: { sync: o.sync },
-    queue: { keepFinished: Number(o['keep-finished']) },
-    logLevel: o['log-level'],
-    ...(o.handoff && { handoff: { listen: [`unix:${path.join(work, 'handoff.sock')}`] } })
-  }
-})
-
-// N jobs over one connection, W unanswered at most (--connect-each: a connection per job, W at
-// once); resolves with each one's ack time (µs).
-let lastId = null
-const handOff = (round) => (o['connect-each'] ? handOffEach : handOffLines)(o.handoff ? path.join(work, 'handoff.sock') : daemon.socketPath, {
+const { paths, daemon, socket, stop } = await startSmallJobs({
+  name: 'job-cpu',
   count: N,
-  window: W,
-  job: (i) => ({ direction: 'upload', target: 't', local: paths[i], remote: `/job-cpu/r${round}/f${i}`, overwrite: true }),
-  pauseMs: Number(o['pause-ms']),
-  onAnswer: (answer) => { lastId = answer.id }
+  size: Number(o.size),
+  target: o.target,
+  httpdDir: o['httpd-dir'],
+  handoff: o.handoff,
+  sidecar: {
+    cpuProfDir: o['cpu-prof'],
+    cpuProfIntervalUs: o['cpu-prof-interval'],
+    nodeFlags: o['node-flag'],
+    extra: { journal: { sync: o.sync }, queue: { keepFinished: Number(o['keep-finished']) }, logLevel: o['log-level'] }
+  }
 })
 
 try {
@@ -108,11 +86,15 @@ try {
     const full0 = await daemon.metric('nodejs_gc_duration_seconds_count', 'kind="major"')
     const threads0 = threadCpuSeconds(daemon.pid)
     const t0 = performance.now()
-    const acks = await handOff(round)
-    // The last job long-polled, then the few that may still run beside it: asking /healthz every
-    // few ms all along cost the daemon ~10 % of the CPU measured (express, per poll).
-    await daemon.waitEnd(lastId)
-    await daemon.drained({ intervalMs: 5 })
+    // N jobs over one connection, W unanswered at most (--connect-each: a connection per job, W at
+    // once), then until the daemon has none left unfinished.
+    const { acks } = await handOffAndWait(daemon, socket, {
+      each: o['connect-each'],
+      count: N,
+      window: W,
+      job: (i) => ({ direction: 'upload', target: 't', local: paths[i], remote: `/job-cpu/r${round}/f${i}`, overwrite: true }),
+      pauseMs: Number(o['pause-ms'])
+    })
     await tracer?.stop()
     const seconds = (performance.now() - t0) / 1000
     const threads = threadCpuDelta(threads0, threadCpuSeconds(daemon.pid))
@@ -144,9 +126,7 @@ try {
     }))
   }
 } finally {
-  await daemon.stop()
-  await httpd?.stop()
-  await fs.rm(work, { recursive: true, force: true })
+  await stop()
 }
 
 // --strace / --perf: a tracer attached to the daemon, every thread, until stop() (SIGINT: strace

@@ -10,7 +10,7 @@ import { startTarget } from './targets.js'
 import { startSidecar } from './sidecar.js'
 import { startRedis } from './redis.js'
 import { createTestFile } from './testfile.js'
-import { handOffLines } from './line-client.js'
+import { handOffAndWait } from './line-client.js'
 import { statusKiB } from './procfs.js'
 import { GiB } from './stats.js'
 
@@ -72,16 +72,12 @@ export async function setupEnv (opts, progress) {
       }
       if (smallJobs) {
         // On the socket the section's clients hand off on (the hand-off thread's, if it has one).
-        let last = null
-        await handOffLines(d.handoffSocket ?? d.socketPath, {
+        const { last } = await handOffAndWait(d, d.handoffSocket ?? d.socketPath, {
           count: WARM_UP_LINE_JOBS,
           window: 1,
-          job: (i) => ({ direction: 'upload', target: target.sidecarName, local: small, remote: `/warm-up-small/s-${i}.bin`, overwrite: true, ...(digest && { digest }) }),
-          onAnswer: (answer) => { last = answer.id }
+          job: (i) => ({ direction: 'upload', target: target.sidecarName, local: small, remote: `/warm-up-small/s-${i}.bin`, overwrite: true, ...(digest && { digest }) })
         })
-        const end = await d.waitEnd(last)
-        if (end.state !== 'succeeded') throw new Error(`warm-up over the line protocol: job ${last} ${end.state} ${JSON.stringify(end.error)}`)
-        await d.drained({ intervalMs: 20 })
+        if (last.state !== 'succeeded') throw new Error(`warm-up over the line protocol: job ${last.id} ${last.state} ${JSON.stringify(last.error)}`)
       }
     } finally {
       for (const file of [local, back, small]) await fs.rm(file, { force: true })

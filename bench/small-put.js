@@ -6,6 +6,9 @@
 //   sink-end  the daemon's way for a file of at most 64 KiB: sendSmallFile() (one read(2), one
 //             end(chunk)) into requestSink(), the sink the daemon's uploads write to
 //   pipeline  the daemon's way for larger files: stream/promises.pipeline(fileSource(), requestSink())
+//   raw       the daemon's way for a file of at most 64 KiB since small-put.js: sendSmallFile() into
+//             requestSink() of src/backends/small-put.js's request (no node:http), its own
+//             kept-alive connections
 // Per variant and round: the process's CPU per request (all threads), requests/s, and the bytes V8
 // allocated and promoted per request (from --trace-gc-nvp, in a child process per round).
 //   node bench/small-put.js [--requests 3000] [--parallel 4] [--size 4096 (≤ 65536)] [--rounds 3]
@@ -25,8 +28,9 @@ import { http } from '../src/node-http.js'
 import { BufferPool, UPLOAD_MIN_BUFFERS, fileSource, requestSink, sendSmallFile } from '../src/datapath.js'
 import { Meter } from '../src/transfer.js'
 import { toolArgs } from './lib/tool-args.js'
+import { createSmallPut } from '../src/backends/small-put.js'
 
-const VARIANTS = ['end', 'sink-end', 'pipeline']
+const VARIANTS = ['end', 'sink-end', 'pipeline', 'raw']
 const USAGE = 'usage: node bench/small-put.js [--requests 3000] [--parallel 4] [--size 4096 (≤ 65536)] [--rounds 3]\n(--child JSON is internal: one round of one variant, in a child process.)'
 const { values: o } = toolArgs({
   options: {
@@ -103,14 +107,27 @@ function child (spec) {
 
 async function runRound ({ variant, files, url, parallel }) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: parallel })
+  const raw = createSmallPut(new URL(url))
   let failed = 0
 
   async function put (i) {
     const fd = openSync(files[i], 'r')
     const size = fstatSync(fd).size
+    const pool = BufferPool.forTransfer({ minBuffers: UPLOAD_MIN_BUFFERS })
+    if (variant === 'raw') {
+      try {
+        const { stream, done } = raw.put(new URL(`${url}${i}`), { 'content-length': String(size) })
+        await sendSmallFile(fd, requestSink(stream, { pool, meter: new Meter(null, { hash: false }) }), { pool, size })
+        const res = await done
+        if (res.statusCode !== 201 && res.statusCode !== 204) failed++
+      } finally {
+        pool.close()
+        closeSync(fd)
+      }
+      return
+    }
     const req = http.request(`${url}${i}`, { method: 'PUT', agent, headers: { 'content-length': size } })
     const answered = new Promise((resolve, reject) => req.once('response', resolve).once('error', reject))
-    const pool = BufferPool.forTransfer({ minBuffers: UPLOAD_MIN_BUFFERS })
     try {
       if (variant === 'end') {
         const body = Buffer.allocUnsafe(size)
@@ -136,4 +153,5 @@ async function runRound ({ variant, files, url, parallel }) {
   const { seconds, cpuMs } = await timedParallel(files.length, parallel, put)
   console.log(JSON.stringify({ done: true, seconds, cpuMs, failed }))
   agent.destroy()
+  raw.close()
 }

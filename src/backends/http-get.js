@@ -19,16 +19,18 @@ const MAX_CHUNK_LINE = 16 * 1024 // a chunk's size line, extensions included
 // then): nothing is read into it, and no pool buffer is taken for it.
 const NO_READ = Buffer.alloc(16)
 
-function parseHead (text) {
+// An answer's status line and headers (names in lower case; of a repeated one the last), and its
+// HTTP version ('1.0' or '1.1'); also for small-put.js.
+export function parseHead (text) {
   const lines = text.split('\r\n')
-  const m = /^HTTP\/1\.[01] (\d{3})/.exec(lines[0])
+  const m = /^HTTP\/(1\.[01]) (\d{3})/.exec(lines[0])
   if (!m) throw Object.assign(new Error(`not an HTTP response: ${JSON.stringify(lines[0].slice(0, 80))}`), { code: 'ERR_BAD_HTTP_RESPONSE' })
   const headers = {}
   for (const line of lines.slice(1)) {
     const i = line.indexOf(':')
     if (i > 0) headers[line.slice(0, i).trim().toLowerCase()] = line.slice(i + 1).trim()
   }
-  return { statusCode: Number(m[1]), headers }
+  return { statusCode: Number(m[2]), headers, version: m[1] }
 }
 
 export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectMs = 0, pool, zeroCopy: streamed = (status) => status >= 200 && status < 300 }) {

@@ -5,6 +5,7 @@ import { pooledGet } from './http-get.js'
 import { requestSink } from '../datapath.js'
 import { createHttpClient, drain, getStream, putStream, readSmall, firstLine, statusError, encodePath } from './http-util.js'
 import { RemoteExistsError, RemoteRejectedError } from '../errors.js'
+import { createSmallPut, SMALL_PUT_BYTES } from './small-put.js'
 
 // What tells that a file is still the same one (sent in If-Range): a strong ETag, else a
 // Last-Modified that is a strong validator, at least a second before the answer's Date (RFC 9110
@@ -35,11 +36,15 @@ export function createHttpBackend (target) {
   const client = createHttpClient({ ...target.timeouts, maxSockets: 2 * (target.concurrency ?? 4) })
   const send = client.send
   const agent = client.agent(target.url)
+  // The PUT of a small file on a connection of its own pool, without node:http (small-put.js).
+  const smallPut = base.protocol === 'http:' ? createSmallPut(base, target.timeouts) : null
 
   const urlFor = (remote) => new URL(encodePath(remote.slice(1)), base)
 
+  // `res`: an answer of createHttpClient or putStream (its body a stream), or of smallPut (its
+  // body read already, text()).
   async function fail (res, what) {
-    const text = await readSmall(res.body)
+    const text = res.body ? await readSmall(res.body) : await res.text()
     return statusError(res.statusCode, `${what}: HTTP ${res.statusCode} ${firstLine(text.replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ')) || ''}`.trim())
   }
 
@@ -207,7 +212,9 @@ export function createHttpBackend (target) {
       const headers = { 'content-type': 'application/octet-stream' }
       if (size !== undefined) headers['content-length'] = String(size)
       if (create) headers['if-none-match'] = '*'
-      const put = putStream(urlFor(remote), { headers, signal, idleMs: target.timeouts?.idleMs, connectMs: target.timeouts?.connectMs, agent })
+      const put = smallPut && size !== undefined && size <= SMALL_PUT_BYTES
+        ? smallPut.put(urlFor(remote), headers, { signal })
+        : putStream(urlFor(remote), { headers, signal, idleMs: target.timeouts?.idleMs, connectMs: target.timeouts?.connectMs, agent })
       const done = put.done.then(async (res) => {
         if (res.statusCode === 409 && remembered) {
           // RFC 4918 9.7.1: a collection on the way is missing, so one we had made or seen has
@@ -219,11 +226,11 @@ export function createHttpBackend (target) {
           throw new err.constructor(`${err.message} (a collection on the way is gone; made again at the next attempt)`, { details: err.details, retryable: true })
         }
         if (res.statusCode === 412 && create) {
-          await drain(res.body)
+          if (res.body) await drain(res.body)
           throw new RemoteExistsError(`${remote} exists and overwrite is false (PUT with If-None-Match: HTTP 412)`)
         }
         if (res.statusCode < 200 || res.statusCode >= 300) throw await fail(res, `PUT ${remote}`)
-        drain(res.body, { ms: target.timeouts?.idleMs }) // not waited for: the upload is done
+        if (res.body) drain(res.body, { ms: target.timeouts?.idleMs }) // not waited for: the upload is done
       })
       done.catch((err) => put.stream.destroy(err))
       return { stream: pool ? requestSink(put.stream, { pool, meter }) : put.stream, done }
@@ -262,6 +269,9 @@ export function createHttpBackend (target) {
       if (res.statusCode >= 300 && res.statusCode !== 404) throw statusError(res.statusCode, `DELETE ${remote}: HTTP ${res.statusCode}`)
     },
 
-    async close () { client.close() }
+    async close () {
+      client.close()
+      smallPut?.close()
+    }
   }
 }

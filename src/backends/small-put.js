@@ -1,0 +1,351 @@
+// The PUT of a small file (the whole body in one buffer: sendSmallFile, up to 64 KiB) on a
+// kept-alive connection, written straight to the socket: the head and the body go out in one
+// writev, and the answer is read with the head parser of http-get.js. Through node:http such a PUT
+// cost this daemon a ClientRequest, the agent's bookkeeping, an IncomingMessage and their
+// listeners. Measured (bench/results/2026-11-28-small-put/): a bare node process PUTting 4 KiB
+// files to httpd the daemon's way spent 0.21–0.27 ms of CPU and allocated 28 KiB a request
+// through node:http, 0.14–0.16 ms and 16 KiB this way (node:http's own floor, req.end(body),
+// 0.17–0.22 ms); the daemon, one small job at a time, 0.35–0.44 ms of CPU a job against 0.55–0.61.
+// node's own parser (llhttp) is not public API (`_http_common` is deprecated, DEP0199), and
+// undici's (llhttp in WebAssembly) costs this daemon 20–28 MiB of RSS (http-util.js). Larger
+// uploads keep node:http (putStream): a request's own cost is noise beside their bytes. http only;
+// https targets go through node:https.
+//
+// What this client answers for, as node:http did: the answer's framing (Content-Length, chunked,
+// or until the close, and then the connection is not kept), interim 1xx answers skipped, a
+// connection kept only when its answer ended exactly (HTTP/1.1, no `Connection: close`, nothing
+// after it, the whole body sent), an idle timeout while a request is under way, a connect timeout,
+// the job's AbortSignal. A kept connection is closed after 4 s unused, before the server's
+// keep-alive ends (Apache's KeepAliveTimeout is 5 s), as the pool of http-util.js does; one that
+// the server closes under a request fails it (ECONNRESET, retryable), as a streamed PUT on
+// node:http's pool does. test/small-put.test.js holds it to this, byte for byte.
+import net from 'node:net'
+import { Writable } from 'node:stream'
+import { parseHead } from './http-get.js'
+import { timeConnect } from './http-util.js'
+
+export const SMALL_PUT_BYTES = 64 * 1024
+const FREE_MS = 4000
+const MAX_FREE = 16 // connections kept unused at most, per target
+const MAX_HEAD = 64 * 1024
+const TEXT_LIMIT = 64 * 1024 // of an answer's body (an error document); a longer one closes the connection
+const MAX_CHUNK_LINE = 16 * 1024
+
+const badResponse = (message) => Object.assign(new Error(message), { code: 'ERR_BAD_HTTP_RESPONSE' })
+const timeoutError = (message) => Object.assign(new Error(message), { code: 'ETIMEDOUT' })
+const abortError = (signal) => Object.assign(new Error('The operation was aborted', { cause: signal.reason }), { name: 'AbortError', code: 'ABORT_ERR' })
+
+// `base`: the target's URL (http:). put() → { stream, done }, as putStream: `stream` takes the
+// body (write, end) and `done` resolves with the answer, { statusCode, headers, text() } (the body,
+// at most 64 KiB of it, decoded as UTF-8), once the body is sent; an error answer (≥ 300) at once.
+export function createSmallPut (base, { idleMs = 60000, connectMs = 0 } = {}) {
+  const host = base.hostname.replace(/^\[(.*)\]$/, '$1') // an IPv6 address without its brackets
+  const port = Number(base.port || 80)
+  const free = [] // unused connections, the most recent last
+  let closed = false
+
+  function connection () {
+    while (free.length) {
+      const kept = free.pop()
+      // One the server has closed meanwhile, its 'close' still to come, is not taken.
+      if (kept.socket.readable && kept.socket.writable) return kept
+      kept.socket.destroy()
+    }
+    const conn = new Connection(net.connect({ host, port, noDelay: true }), base.host, idleMs)
+    conn.onIdle = () => {
+      if (closed || free.length >= MAX_FREE) return conn.socket.destroy()
+      conn.socket.setTimeout(FREE_MS)
+      free.push(conn)
+    }
+    conn.socket.once('close', () => {
+      const i = free.indexOf(conn)
+      if (i >= 0) free.splice(i, 1)
+    })
+    timeConnect(conn.socket, base.host, connectMs, (err) => conn.fail(err))
+    return conn
+  }
+
+  return {
+    put (url, headers, { signal } = {}) {
+      const exchange = new Exchange(`PUT ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${base.host}\r\n${headerLines(headers)}\r\n`, signal)
+      if (signal?.aborted) exchange.failAll(abortError(signal))
+      else connection().start(exchange)
+      return { stream: exchange.stream, done: exchange.done }
+    },
+    close () {
+      closed = true
+      for (const conn of free.splice(0)) conn.socket.destroy()
+    }
+  }
+}
+
+function headerLines (headers) {
+  let lines = ''
+  for (const name in headers) lines += `${name}: ${headers[name]}\r\n`
+  return lines
+}
+
+// One connection, one exchange at a time.
+class Connection {
+  constructor (socket, hostName, idleMs) {
+    this.socket = socket
+    this.idleMs = idleMs
+    this.exchange = null
+    this.onIdle = null
+    socket.on('data', (data) => {
+      if (!this.exchange) return socket.destroy() // bytes nobody asked for: not a connection to keep
+      try {
+        this.exchange.onData(data)
+      } catch (err) {
+        this.fail(err)
+      }
+    })
+    socket.on('error', (err) => this.fail(err))
+    socket.on('close', () => this.exchange?.closed())
+    // Under way: the server's stall; unused: FREE_MS are over.
+    socket.on('timeout', () => this.fail(timeoutError(`no progress from ${hostName} for ${idleMs} ms`)))
+  }
+
+  // The exchange under way fails with `err`; an unused connection is closed (and forgotten on 'close').
+  fail (err) {
+    if (this.exchange) this.exchange.failAll(err)
+    else this.socket.destroy()
+  }
+
+  start (exchange) {
+    this.exchange = exchange
+    exchange.conn = this
+    this.socket.setTimeout(this.idleMs)
+  }
+
+  // The exchange is over: the connection is kept for the next one, or closed.
+  release (keep) {
+    this.exchange = null
+    if (keep && !this.socket.destroyed) this.onIdle()
+    else this.socket.destroy()
+  }
+}
+
+class Exchange {
+  constructor (head, signal) {
+    this.head = head // to send, with the first bytes of the body
+    this.signal = signal
+    this.conn = null
+    this.answer = null
+    this.sent = false // the whole body is with the kernel
+    this.settled = false // `done` has resolved or rejected
+    this.over = false // the answer is read (or as much of it as is kept), or the exchange failed
+    this.received = '' // the answer's head, as it comes
+    this.framing = null // 'length', 'chunked' or 'close', once the head is read
+    this.left = 0 // 'length': bytes of the body still to come; 'chunked': of the current chunk
+    this.chunk = 'size' // 'chunked': reading a 'size' line, 'data', the 'crlf' after it, or 'trailers'
+    this.line = ''
+    this.keep = false
+    this.text = ''
+    this.textWaiters = null
+    this.deadline = null
+    this.done = new Promise((resolve, reject) => {
+      this.resolve = resolve
+      this.reject = reject
+    })
+    this.onAbort = () => this.failAll(abortError(signal))
+    signal?.addEventListener('abort', this.onAbort, { once: true })
+    const exchange = this
+    this.stream = new Writable({
+      highWaterMark: 0,
+      write (chunk, encoding, callback) {
+        exchange.write(chunk, callback)
+      },
+      final (callback) {
+        const sent = () => {
+          exchange.sent = true
+          exchange.settle()
+          callback()
+        }
+        if (exchange.head) exchange.write(null, sent)
+        else sent()
+      },
+      // Destroyed before its body was all sent (an abort, a source that changed size, an early
+      // error answer): the server is still waiting for the rest, so the connection is not kept.
+      destroy (err, callback) {
+        if (!exchange.sent && !exchange.answer) exchange.failAll(err ?? Object.assign(new Error('the request was destroyed before its body was sent'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }))
+        callback(err)
+      }
+    })
+  }
+
+  // Hands `chunk` (or only the head) to the socket; `callback` once the kernel has it.
+  write (chunk, callback) {
+    const socket = this.conn?.socket
+    if (!socket || socket.destroyed) return callback(Object.assign(new Error('the connection is closed'), { code: 'ERR_STREAM_DESTROYED' }))
+    socket.cork()
+    if (this.head) {
+      socket.write(this.head, 'latin1')
+      this.head = null
+    }
+    socket.write(chunk ?? '', () => callback())
+    socket.uncork()
+  }
+
+  onData (data) {
+    const text = data.toString('latin1')
+    if (this.framing === null) this.onHead(text)
+    else if (!this.over) this.onBody(text)
+  }
+
+  onHead (text) {
+    this.received += text
+    const end = this.received.indexOf('\r\n\r\n')
+    if (end < 0) {
+      if (this.received.length > MAX_HEAD) throw badResponse('response head too large')
+      return
+    }
+    const { statusCode, headers, version } = parseHead(this.received.slice(0, end))
+    const rest = this.received.slice(end + 4)
+    this.received = ''
+    if (statusCode < 200) return rest ? this.onHead(rest) : undefined // an interim answer: skipped
+    const length = headers['content-length']
+    const chunked = /chunked/i.test(headers['transfer-encoding'] ?? '')
+    if (chunked) {
+      this.framing = 'chunked'
+    } else if (statusCode === 204 || statusCode === 304) {
+      this.framing = 'length'
+    } else if (length !== undefined) {
+      if (!/^\d+$/.test(length)) throw badResponse(`bad Content-Length: ${JSON.stringify(length.slice(0, 40))}`)
+      this.framing = 'length'
+      this.left = Number(length)
+    } else {
+      this.framing = 'close'
+    }
+    // Kept only if the answer's end is known from its framing and the server keeps it too (and,
+    // see end(), the body was all sent).
+    this.keep = version === '1.1' && this.framing !== 'close' && !(chunked && length !== undefined) &&
+      !/(^|,)\s*close\s*(,|$)/i.test(headers.connection ?? '')
+    this.answer = { statusCode, headers, text: () => this.bodyText() }
+    this.settle()
+    this.onBody(rest)
+    // A body that trickles on is read for idleMs at most, as drain() does.
+    if (!this.over) this.deadline = setTimeout(() => this.end(false), this.conn.idleMs)
+  }
+
+  onBody (text) {
+    if (this.framing === 'length') {
+      const used = Math.min(this.left, text.length)
+      this.take(text.slice(0, used))
+      this.left -= used
+      if (this.left === 0) this.end(used === text.length) // bytes after the answer: not kept
+    } else if (this.framing === 'chunked') {
+      this.onChunked(text)
+    } else {
+      this.take(text)
+    }
+  }
+
+  // Chunked framing (RFC 9112 7.1): a size line (extensions ignored), the data, CRLF; the last
+  // chunk (size 0), then trailer lines up to an empty one.
+  onChunked (text) {
+    let i = 0
+    while (i < text.length && !this.over) {
+      if (this.chunk === 'data') {
+        const used = Math.min(this.left, text.length - i)
+        this.take(text.slice(i, i + used))
+        this.left -= used
+        i += used
+        if (this.left === 0) this.chunk = 'crlf'
+        continue
+      }
+      const nl = text.indexOf('\n', i)
+      if (nl < 0) {
+        this.line += text.slice(i)
+        if (this.line.length > MAX_CHUNK_LINE) throw badResponse('chunk size line too long')
+        return
+      }
+      const line = (this.line + text.slice(i, nl)).replace(/\r$/, '')
+      this.line = ''
+      i = nl + 1
+      if (this.chunk === 'crlf') {
+        if (line !== '') throw badResponse('chunk data longer than its size')
+        this.chunk = 'size'
+      } else if (this.chunk === 'size') {
+        const m = /^([0-9a-fA-F]{1,8})[ \t]*(;.*)?$/.exec(line)
+        if (!m) throw badResponse(`bad chunk size line: ${JSON.stringify(line.slice(0, 40))}`)
+        this.left = parseInt(m[1], 16)
+        this.chunk = this.left === 0 ? 'trailers' : 'data'
+      } else if (line === '') { // the empty line after the trailers: the end of the answer
+        this.end(i === text.length)
+      }
+    }
+  }
+
+  // Keeps the body's first TEXT_LIMIT bytes; beyond that the connection is not worth reading on.
+  take (text) {
+    if (this.text.length + text.length <= TEXT_LIMIT) {
+      this.text += text
+      return
+    }
+    this.text += text.slice(0, TEXT_LIMIT - this.text.length)
+    this.end(false)
+  }
+
+  // Called when the answer is read, or as much of it as is kept; with `keep` and nothing against
+  // it, the connection goes back to its pool.
+  end (keep) {
+    if (this.over) return
+    this.over = true
+    this.finish()
+    this.conn?.release(keep && this.keep && this.sent)
+    this.conn = null
+    this.textEnded()
+  }
+
+  // The connection closed under the exchange: the end of a body read until the close, or a failure.
+  closed () {
+    if (this.framing === 'close') this.end(false)
+    else this.failAll(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }))
+  }
+
+  // The answer goes to the caller once the body is all sent, or at once if it is an error (which
+  // ends the upload; see http.js).
+  settle () {
+    if (this.settled || !this.answer) return
+    if (!this.sent && this.answer.statusCode < 300) return
+    this.settled = true
+    this.resolve(this.answer)
+  }
+
+  // Ends the exchange with `err`: `done` rejects if it has not resolved yet, a body being read
+  // ends with what was read, the connection is closed and the request's stream destroyed.
+  failAll (err) {
+    if (this.over) return
+    this.over = true
+    this.finish()
+    this.conn?.release(false)
+    this.conn = null
+    if (!this.settled) {
+      this.settled = true
+      this.reject(err)
+    }
+    this.textEnded()
+    if (!this.stream.destroyed) this.stream.destroy(err)
+  }
+
+  finish () {
+    this.signal?.removeEventListener('abort', this.onAbort)
+    clearTimeout(this.deadline)
+  }
+
+  bodyText () {
+    if (this.over) return Promise.resolve(this.decoded())
+    return new Promise((resolve) => (this.textWaiters ??= []).push(resolve))
+  }
+
+  textEnded () {
+    const waiters = this.textWaiters
+    this.textWaiters = null
+    if (waiters) for (const resolve of waiters) resolve(this.decoded())
+  }
+
+  decoded () {
+    return Buffer.from(this.text, 'latin1').toString('utf8')
+  }
+}

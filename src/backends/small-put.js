@@ -172,6 +172,9 @@ class Exchange {
         callback(err)
       }
     })
+    // A failure reaches the caller through `done` (as putStream's request's does); unheard, the
+    // stream's 'error' event would be an uncaught exception, which ends the process.
+    this.stream.on('error', () => {})
   }
 
   // Hands `chunk` (or only the head) to the socket; `callback` once the kernel has it.

@@ -298,6 +298,12 @@ class Exchange {
     this.finish()
     this.conn?.release(keep && this.keep && this.sent)
     this.conn = null
+    // A success answered before the whole body was with the kernel is not one: the rest of it
+    // will not be sent now (the connection is closed).
+    if (!this.settled && !this.sent) {
+      this.settled = true
+      this.reject(Object.assign(new Error('the server answered before the whole body was sent'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }))
+    }
     this.textEnded()
   }
 

@@ -3,9 +3,9 @@
 // writev, and the answer is read with the head parser of http-get.js. Through node:http such a PUT
 // cost this daemon a ClientRequest, the agent's bookkeeping, an IncomingMessage and their
 // listeners. Measured (bench/results/2026-11-28-small-put/): a bare node process PUTting 4 KiB
-// files to httpd the daemon's way spent 0.21–0.27 ms of CPU and allocated 28 KiB a request
-// through node:http, 0.14–0.16 ms and 16 KiB this way (node:http's own floor, req.end(body),
-// 0.17–0.22 ms); the daemon, one small job at a time, 0.35–0.44 ms of CPU a job against 0.55–0.61.
+// files to httpd the daemon's way spent 0.21–0.27 ms of CPU and allocated 27–28 KiB a request
+// through node:http, 0.14–0.15 ms and 15–16 KiB this way (node:http's own floor, req.end(body),
+// 0.17–0.21 ms); the daemon, one small job at a time, 0.35–0.44 ms of CPU a job against 0.55–0.61.
 // node's own parser (llhttp) is not public API (`_http_common` is deprecated, DEP0199), and
 // undici's (llhttp in WebAssembly) costs this daemon 20–28 MiB of RSS (http-util.js). Larger
 // uploads keep node:http (putStream): a request's own cost is noise beside their bytes. http only;

@@ -114,38 +114,39 @@ async function runRound ({ variant, files, url, parallel }) {
     const fd = openSync(files[i], 'r')
     const size = fstatSync(fd).size
     const pool = BufferPool.forTransfer({ minBuffers: UPLOAD_MIN_BUFFERS })
-    if (variant === 'raw') {
-      try {
-        const { stream, done } = raw.put(new URL(`${url}${i}`), { 'content-length': String(size) })
-        await sendSmallFile(fd, requestSink(stream, { pool, meter: new Meter(null, { hash: false }) }), { pool, size })
-        const res = await done
-        if (res.statusCode !== 201 && res.statusCode !== 204) failed++
-      } finally {
-        pool.close()
-        closeSync(fd)
-      }
-      return
-    }
-    const req = http.request(`${url}${i}`, { method: 'PUT', agent, headers: { 'content-length': size } })
-    const answered = new Promise((resolve, reject) => req.once('response', resolve).once('error', reject))
     try {
-      if (variant === 'end') {
-        const body = Buffer.allocUnsafe(size)
-        readSync(fd, body, 0, size, 0)
-        req.end(body)
-      } else {
-        const sink = requestSink(req, { pool, meter: new Meter(null, { hash: false }) })
-        if (variant === 'sink-end') await sendSmallFile(fd, sink, { pool, size })
-        else await pipeline(fileSource(fd, { pool, size }), sink)
-      }
-      const res = await answered
-      res.resume()
-      await new Promise((resolve) => res.once('end', resolve))
-      if (res.statusCode !== 201 && res.statusCode !== 204) failed++
+      const status = variant === 'raw' ? await viaSmallPut(i, fd, size, pool) : await viaNodeHttp(i, fd, size, pool)
+      if (status !== 201 && status !== 204) failed++
     } finally {
       pool.close()
       closeSync(fd)
     }
+  }
+
+  // The PUT through node:http; its answer's status.
+  async function viaNodeHttp (i, fd, size, pool) {
+    const req = http.request(`${url}${i}`, { method: 'PUT', agent, headers: { 'content-length': size } })
+    const answered = new Promise((resolve, reject) => req.once('response', resolve).once('error', reject))
+    if (variant === 'end') {
+      const body = Buffer.allocUnsafe(size)
+      readSync(fd, body, 0, size, 0)
+      req.end(body)
+    } else {
+      const sink = requestSink(req, { pool, meter: new Meter(null, { hash: false }) })
+      if (variant === 'sink-end') await sendSmallFile(fd, sink, { pool, size })
+      else await pipeline(fileSource(fd, { pool, size }), sink)
+    }
+    const res = await answered
+    res.resume()
+    await new Promise((resolve) => res.once('end', resolve))
+    return res.statusCode
+  }
+
+  // The PUT through small-put.js, as the daemon sends a small file; its answer's status.
+  async function viaSmallPut (i, fd, size, pool) {
+    const { stream, done } = raw.put(new URL(`${url}${i}`), { 'content-length': String(size) })
+    await sendSmallFile(fd, requestSink(stream, { pool, meter: new Meter(null, { hash: false }) }), { pool, size })
+    return (await done).statusCode
   }
 
   for (let i = 0; i < Math.min(200, files.length); i++) await put(i) // warm the code up, untimed

@@ -215,6 +215,10 @@ const sourceChanged = (seen, size) => new SizeMismatchError(seen < size
   ? `the source file has ${seen} bytes now, ${size} when the upload started`
   : `the source file has grown past the ${size} bytes it had when the upload started`)
 
+// A source this small is read on the main thread and sent in one write (sendSmallFile below; an
+// http target's PUT of it goes through small-put.js).
+export const SMALL_FILE_BYTES = 64 * 1024
+
 // A small file (one pool buffer holds it) sent to `sink` in one end(chunk), not through
 // stream.pipeline: the source is one read(2) on this thread (from the page cache a few µs; through
 // libuv's pool tens of µs of CPU, two thread hand-offs, as paths.js found for open and stat), and
@@ -272,8 +276,8 @@ export function sendSmallFile (fd, sink, { pool, size, signal }) {
   })
 }
 
-// As pipeline rejects when its signal aborts.
-const abortError = (signal) => Object.assign(new Error('The operation was aborted', { cause: signal.reason }), { name: 'AbortError', code: 'ABORT_ERR' })
+// As pipeline rejects when its signal aborts (also small-put.js's requests).
+export const abortError = (signal) => Object.assign(new Error('The operation was aborted', { cause: signal.reason }), { name: 'AbortError', code: 'ABORT_ERR' })
 
 // Destroys `stream` if it is still open and resolves once it has closed, i.e. once the file
 // source (or sink) has no read (or write) in flight on its descriptor: call it before closing that.

@@ -10,7 +10,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { createHash } from 'node:crypto'
 import { inDir, openDestDir, openedPath, openSource, openTemp, resolveDestination } from './paths.js'
-import { BufferPool, UPLOAD_MIN_BUFFERS, backgroundSync, fileSource, release, sendSmallFile, writeAll } from './datapath.js'
+import { BufferPool, SMALL_FILE_BYTES, UPLOAD_MIN_BUFFERS, backgroundSync, fileSource, release, sendSmallFile, writeAll } from './datapath.js'
 import { Digest } from './digest.js'
 import { hiddenName, uploadTempPath } from './backends/index.js'
 import { linkNoReplace } from './publish-local.js'
@@ -25,7 +25,6 @@ const SHUTDOWN_CLEANUP_MS = 1000 // a failed upload's temp name removed at a shu
 // usually says why (a datanode's StandbyException, a quota) better than the broken pipe.
 const SERVER_ANSWER_GRACE_MS = 1000
 const EARLY_EXISTS_CHECK_BYTES = 1 << 20
-const SMALL_FILE_BYTES = 64 * 1024 // a source this small is read on the main thread and sent in one write (sendSmallFile)
 
 // Errors after which the bytes of a partial download are suspect: start over rather than resume.
 const CONTENT_ERRORS = [SizeMismatchError, Sha256MismatchError, ChecksumMismatchError]

@@ -13,18 +13,21 @@ import net from 'node:net'
 import { Readable } from 'node:stream'
 import { timeConnect } from './http-util.js'
 
-const MAX_HEAD = 64 * 1024
-const MAX_CHUNK_LINE = 16 * 1024 // a chunk's size line, extensions included
+export const MAX_HEAD = 64 * 1024
+export const MAX_CHUNK_LINE = 16 * 1024 // a chunk's size line, extensions included
 // What a socket that has been destroyed gets to read into (net asks for the next buffer even
 // then): nothing is read into it, and no pool buffer is taken for it.
 const NO_READ = Buffer.alloc(16)
+
+// A response that breaks HTTP/1.1 (a network error: NETWORK_ERROR, retried); also for small-put.js.
+export const badResponse = (message) => Object.assign(new Error(message), { code: 'ERR_BAD_HTTP_RESPONSE' })
 
 // An answer's status line and headers (names in lower case; of a repeated one the last), and its
 // HTTP version ('1.0' or '1.1'); also for small-put.js.
 export function parseHead (text) {
   const lines = text.split('\r\n')
   const m = /^HTTP\/(1\.[01]) (\d{3})/.exec(lines[0])
-  if (!m) throw Object.assign(new Error(`not an HTTP response: ${JSON.stringify(lines[0].slice(0, 80))}`), { code: 'ERR_BAD_HTTP_RESPONSE' })
+  if (!m) throw badResponse(`not an HTTP response: ${JSON.stringify(lines[0].slice(0, 80))}`)
   const headers = {}
   for (const line of lines.slice(1)) {
     const i = line.indexOf(':')
@@ -93,7 +96,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
       // the pool would lose one, and allocate a new one, per download.
       if (next && next !== spare) pool.release(next)
       next = null
-      if (!response) return reject(Object.assign(new Error('connection closed before the response'), { code: 'ERR_BAD_HTTP_RESPONSE' }))
+      if (!response) return reject(badResponse('connection closed before the response'))
       if (remaining === null && !chunked) response.body.push(null)
       else if (remaining !== 0) response.body.destroy(Object.assign(new Error('connection closed before the end of the body'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }))
     })
@@ -128,7 +131,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
         head = Buffer.concat([head, view])
         const end = head.indexOf('\r\n\r\n')
         if (end < 0) {
-          if (head.length > MAX_HEAD) throw Object.assign(new Error('response head too large'), { code: 'ERR_BAD_HTTP_RESPONSE' })
+          if (head.length > MAX_HEAD) throw badResponse('response head too large')
           if (!isSpare) pool.release(view)
           return
         }
@@ -215,7 +218,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
         }
         const nl = view.indexOf(10, i)
         if (nl < 0) {
-          if (chunked.buffered.length + view.length - i > MAX_CHUNK_LINE) throw Object.assign(new Error('chunk size line too long'), { code: 'ERR_BAD_HTTP_RESPONSE' })
+          if (chunked.buffered.length + view.length - i > MAX_CHUNK_LINE) throw badResponse('chunk size line too long')
           chunked.buffered += view.subarray(i).toString('latin1')
           break
         }
@@ -224,7 +227,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
         i = nl + 1
         if (line === '') continue
         const size = parseInt(line, 16)
-        if (Number.isNaN(size)) throw Object.assign(new Error('bad chunk size'), { code: 'ERR_BAD_HTTP_RESPONSE' })
+        if (Number.isNaN(size)) throw badResponse('bad chunk size')
         if (size === 0) {
           remaining = 0
           chunked = null

@@ -7,7 +7,7 @@ import {
 
 const ERROR_BODY_LIMIT = 64 * 1024
 
-const timeoutError = (message) => Object.assign(new Error(message), { code: 'ETIMEDOUT' })
+export const timeoutError = (message) => Object.assign(new Error(message), { code: 'ETIMEDOUT' })
 
 // Destroys `req` with ETIMEDOUT when its socket is idle for `idleMs`, or (with `connectMs`) when
 // its connection is not made in time. The connect is timed from when the request gets a new

@@ -2,10 +2,10 @@
 // collections, atomic publish by WebDAV MOVE with an Overwrite header.
 import { Readable } from 'node:stream'
 import { pooledGet } from './http-get.js'
-import { requestSink } from '../datapath.js'
+import { SMALL_FILE_BYTES, requestSink } from '../datapath.js'
 import { createHttpClient, drain, getStream, putStream, readSmall, firstLine, statusError, encodePath } from './http-util.js'
 import { RemoteExistsError, RemoteRejectedError } from '../errors.js'
-import { createSmallPut, SMALL_PUT_BYTES } from './small-put.js'
+import { createSmallPut } from './small-put.js'
 
 // What tells that a file is still the same one (sent in If-Range): a strong ETag, else a
 // Last-Modified that is a strong validator, at least a second before the answer's Date (RFC 9110
@@ -212,7 +212,7 @@ export function createHttpBackend (target) {
       const headers = { 'content-type': 'application/octet-stream' }
       if (size !== undefined) headers['content-length'] = String(size)
       if (create) headers['if-none-match'] = '*'
-      const put = smallPut && size !== undefined && size <= SMALL_PUT_BYTES
+      const put = smallPut && size !== undefined && size <= SMALL_FILE_BYTES
         ? smallPut.put(urlFor(remote), headers, { signal })
         : putStream(urlFor(remote), { headers, signal, idleMs: target.timeouts?.idleMs, connectMs: target.timeouts?.connectMs, agent })
       const done = put.done.then(async (res) => {

@@ -21,19 +21,13 @@
 // node:http's pool does. test/small-put.test.js holds it to this, byte for byte.
 import net from 'node:net'
 import { Writable } from 'node:stream'
-import { parseHead } from './http-get.js'
-import { timeConnect } from './http-util.js'
+import { MAX_CHUNK_LINE, MAX_HEAD, badResponse, parseHead } from './http-get.js'
+import { timeConnect, timeoutError } from './http-util.js'
+import { abortError } from '../datapath.js'
 
-export const SMALL_PUT_BYTES = 64 * 1024
 const FREE_MS = 4000
 const MAX_FREE = 16 // connections kept unused at most, per target
-const MAX_HEAD = 64 * 1024
 const TEXT_LIMIT = 64 * 1024 // of an answer's body (an error document); a longer one closes the connection
-const MAX_CHUNK_LINE = 16 * 1024
-
-const badResponse = (message) => Object.assign(new Error(message), { code: 'ERR_BAD_HTTP_RESPONSE' })
-const timeoutError = (message) => Object.assign(new Error(message), { code: 'ETIMEDOUT' })
-const abortError = (signal) => Object.assign(new Error('The operation was aborted', { cause: signal.reason }), { name: 'AbortError', code: 'ABORT_ERR' })
 
 // `base`: the target's URL (http:). put() → { stream, done }, as putStream: `stream` takes the
 // body (write, end) and `done` resolves with the answer, { statusCode, headers, text() } (the body,

@@ -7,7 +7,7 @@ import {
   RemoteExistsError, RemoteNotFoundError, RemoteRejectedError, PermissionDeniedError, RemoteQuotaExceededError
 } from '../errors.js'
 import { linkNoReplace } from '../publish-local.js'
-import { inDir, openedPath } from '../paths.js'
+import { inDir, openOnPool, openedPath } from '../paths.js'
 import { fileSource, fileSink } from '../datapath.js'
 
 const CHUNK = 1 << 20
@@ -75,18 +75,18 @@ export function createFileBackend (target) {
   // (whoever can write the store may plant one) gets neither the file nor a new directory elsewhere.
   // With `create: false`, a missing directory is null.
   async function openParent (remote, { create = true } = {}) {
-    let dir = await fs.open(path.dirname(full(remote)), DIR_FLAGS).catch((err) => {
+    let dir = await openOnPool(path.dirname(full(remote)), DIR_FLAGS).catch((err) => {
       if (err.code !== 'ENOENT' || !create) throw err
       return null
     })
     if (!dir) {
-      dir = await fs.open(root, DIR_FLAGS)
+      dir = await openOnPool(root, DIR_FLAGS)
       for (const name of path.dirname(remote).split('/').filter(Boolean)) {
         let next
         try {
           await inStore(dir, { self: true })
           await fs.mkdir(inDir(dir, name)).catch((err) => { if (err.code !== 'EEXIST') throw err })
-          next = await fs.open(inDir(dir, name), DIR_FLAGS)
+          next = await openOnPool(inDir(dir, name), DIR_FLAGS)
         } finally {
           await dir.close()
         }
@@ -115,7 +115,7 @@ export function createFileBackend (target) {
     async stat (remote) {
       let handle
       try {
-        handle = await fs.open(full(remote), READ_FLAGS)
+        handle = await openOnPool(full(remote), READ_FLAGS)
       } catch (err) {
         if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return null
         throw storeError(err, where(remote))
@@ -136,7 +136,7 @@ export function createFileBackend (target) {
     async openRead (remote, { offset = 0, length, pool } = {}) {
       let handle
       try {
-        handle = await fs.open(full(remote), READ_FLAGS)
+        handle = await openOnPool(full(remote), READ_FLAGS)
       } catch (err) {
         if (err.code === 'ENOENT' || err.code === 'ENOTDIR') throw new RemoteNotFoundError(`${remote} does not exist${target.name ? ` on target ${JSON.stringify(target.name)}` : ''}`)
         throw storeError(err, where(remote))
@@ -149,7 +149,7 @@ export function createFileBackend (target) {
         return { stream, size: st.size, version: versionOf(st), offset }
       }
       const end = length === undefined ? undefined : offset + length - 1
-      return { stream: createReadStream(null, { fd: handle, start: offset, end, highWaterMark: CHUNK }), size: st.size, version: versionOf(st), offset }
+      return { stream: createReadStream(null, { fd: handle.fd, start: offset, end, highWaterMark: CHUNK }), size: st.size, version: versionOf(st), offset }
     },
 
     // With a `pool` and a `meter` the stream is a sink that hashes and gives pool buffers back.
@@ -159,7 +159,7 @@ export function createFileBackend (target) {
       const dir = await openParent(remote).catch(rethrow(remote))
       let handle
       try {
-        handle = await fs.open(inDir(dir, path.basename(remote)), WRITE_FLAGS, 0o640)
+        handle = await openOnPool(inDir(dir, path.basename(remote)), WRITE_FLAGS, 0o640)
       } catch (err) {
         throw storeError(err, where(remote))
       } finally {
@@ -172,8 +172,8 @@ export function createFileBackend (target) {
         const done = finished(stream).finally(() => handle.close()).catch(rethrow(remote))
         return { stream, done }
       }
-      // The stream owns the handle: it fsyncs (flush) and closes it when it ends or is destroyed.
-      const stream = createWriteStream(null, { fd: handle, highWaterMark: CHUNK, flush: true })
+      // The stream owns the descriptor: it fsyncs (flush) and closes it when it ends or is destroyed.
+      const stream = createWriteStream(null, { fd: handle.fd, highWaterMark: CHUNK, flush: true })
       const done = finished(stream).catch(rethrow(remote))
       return { stream, done }
     },

@@ -168,7 +168,7 @@ export class LocalFile {
 
 // A LocalFile opened on the pool: an open that may create a file, or wait for a directory's lock
 // while other jobs link and fsync in it, does not stall this thread (a scratch test with the file
-// target's opens, links and renames on this thread tripled its system time: BENCHMARKS.md).
+// target's opens, links and renames on this thread quadrupled its system time: BENCHMARKS.md).
 export async function openOnPool (file, flags, mode) {
   return new LocalFile(await openAsync(file, flags, mode))
 }

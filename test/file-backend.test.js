@@ -277,3 +277,40 @@ describe('GET /v1/stream to a client that stops reading', () => {
     }
   })
 })
+
+// The store's files and directories are raw descriptors (src/paths.js LocalFile), closed by the
+// code, not by a FileHandle's garbage collection: none is left open once the jobs have ended,
+// whatever way they ended, nor after the API's reads.
+describe('file target: descriptors', () => {
+  it('none of the store is left open after jobs that succeed and fail, streams and HEADs', async () => {
+    const dir = await tempDir('fd-store-')
+    const real = await fs.realpath(dir)
+    await fs.mkdir(path.join(dir, 'adir'))
+    await fs.writeFile(path.join(dir, 'afile'), 'a file')
+    await fs.symlink('/etc/hostname', path.join(dir, 'link-out'))
+    const own = await startTestSidecar({ roots: [root], targets: { s: { type: 'file', dir } } })
+    const intoStore = () => fsSync.readdirSync('/proc/self/fd').filter((fd) => {
+      try { return fsSync.readlinkSync(`/proc/self/fd/${fd}`).startsWith(real) } catch { return false }
+    })
+    try {
+      const on = (spec) => ({ ...spec, target: 's' })
+      const ran = []
+      ran.push(await own.api.run(on(upload('/new/deep/a'))))
+      ran.push(await own.api.run(on(upload('/new/deep/a')))) // REMOTE_EXISTS
+      ran.push(await own.api.run(on(upload('/new/deep/a', true))))
+      ran.push(await own.api.run(on(upload('/adir', true)))) // EISDIR at the publish
+      ran.push(await own.api.run(on(upload('/afile/x')))) // ENOTDIR
+      ran.push(await own.api.run(on(download('/new/deep/a', 'fd-back', true))))
+      ran.push(await own.api.run(on(download('/link-out', 'fd-link', true)))) // ELOOP
+      ran.push(await own.api.run(on(download('/adir', 'fd-dir', true)))) // EISDIR
+      expect(ran.map((j) => j.error?.code ?? j.state)).toEqual([
+        'succeeded', 'REMOTE_EXISTS', 'succeeded', 'REMOTE_REJECTED', 'REMOTE_REJECTED', 'succeeded', 'REMOTE_REJECTED', 'REMOTE_REJECTED'])
+      expect((await own.api.call('GET', '/v1/stream/s/new/deep/a')).status).toBe(200)
+      expect((await own.api.call('HEAD', '/v1/stream/s/new/deep/a')).status).toBe(200)
+      expect((await own.api.call('GET', '/v1/stream/s/link-out')).status).toBe(502)
+      await waitFor(() => intoStore().length === 0, { timeoutMs: 5000 })
+    } finally {
+      await own.stop({ graceMs: 0 })
+    }
+  })
+})

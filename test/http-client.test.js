@@ -43,6 +43,14 @@ const SCRIPTS = {
     parts: ['HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n', '5\r\nhello\r\n'],
     close: true
   },
+  '/chunk-longer': {
+    parts: ['HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n', '3\r\nabcdef\r\n0\r\n\r\n'],
+    close: true
+  },
+  '/chunk-bad-size': {
+    parts: ['HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n', '3x\r\nabc\r\n0\r\n\r\n'],
+    close: true
+  },
   '/cut-head': {
     parts: ['HTTP/1.1 200 OK\r\nContent-Len'],
     close: true
@@ -141,6 +149,15 @@ describe('pooledGet against a server that sends exactly these bytes', () => {
     ;({ res, pool } = await get('/cut-chunked'))
     await expect(bodyOf(res, pool)).rejects.toMatchObject({ code: 'ERR_STREAM_PREMATURE_CLOSE' })
     await expect(get('/cut-head')).rejects.toMatchObject({ code: 'ERR_BAD_HTTP_RESPONSE' })
+  })
+
+  // The decoder small-put.js uses too (ChunkedDecoder): a size line is hex digits, then at most
+  // extensions, and the data is followed by CRLF; anything else is not the answer's framing.
+  it('refuses a chunk longer than its size, and a size line that is not a size', async () => {
+    let { res, pool } = await get('/chunk-longer')
+    await expect(bodyOf(res, pool)).rejects.toMatchObject({ code: 'ERR_BAD_HTTP_RESPONSE', message: 'chunk data longer than its size' })
+    ;({ res, pool } = await get('/chunk-bad-size'))
+    await expect(bodyOf(res, pool)).rejects.toMatchObject({ code: 'ERR_BAD_HTTP_RESPONSE', message: 'bad chunk size line: "3x"' })
   })
 
   it('reads a body without length or chunking until the server closes the connection', async () => {

@@ -18,9 +18,57 @@ export const MAX_CHUNK_LINE = 16 * 1024 // a chunk's size line, extensions inclu
 // What a socket that has been destroyed gets to read into (net asks for the next buffer even
 // then): nothing is read into it, and no pool buffer is taken for it.
 const NO_READ = Buffer.alloc(16)
+const NEWLINE = 0x0a
 
 // A response that breaks HTTP/1.1 (a network error: NETWORK_ERROR, retried); also for small-put.js.
 export const badResponse = (message) => Object.assign(new Error(message), { code: 'ERR_BAD_HTTP_RESPONSE' })
+
+// Chunked framing (RFC 9112 7.1), fed Buffers as they come: a size line (hex; extensions ignored),
+// the data, CRLF; the last chunk (size 0), then trailer lines up to an empty one. `data(view)` is
+// given each piece of the chunks' data (a view of what was fed); returning false stops the feed.
+// feed() returns where the answer ended in `buf` (just after the empty line), or -1. Shared by the
+// download client and small-put.js.
+export class ChunkedDecoder {
+  #state = 'size' // reading a 'size' line, 'data', the 'crlf' after it, or 'trailers'
+  #left = 0 // of the current chunk's data
+  #line = '' // a line's start, its newline still to come
+
+  feed (buf, data) {
+    let i = 0
+    while (i < buf.length) {
+      if (this.#state === 'data') {
+        const used = Math.min(this.#left, buf.length - i)
+        this.#left -= used
+        i += used
+        if (this.#left === 0) this.#state = 'crlf'
+        if (data(buf.subarray(i - used, i)) === false) return -1
+        continue
+      }
+      const nl = buf.indexOf(NEWLINE, i)
+      const line = this.#line + buf.toString('latin1', i, nl < 0 ? buf.length : nl)
+      if (line.length > MAX_CHUNK_LINE) throw badResponse('chunk size line too long')
+      if (nl < 0) {
+        this.#line = line
+        return -1
+      }
+      this.#line = ''
+      i = nl + 1
+      const text = line.endsWith('\r') ? line.slice(0, -1) : line
+      if (this.#state === 'crlf') {
+        if (text !== '') throw badResponse('chunk data longer than its size')
+        this.#state = 'size'
+      } else if (this.#state === 'size') {
+        const m = /^([0-9a-fA-F]{1,12})[ \t]*(;.*)?$/.exec(text)
+        if (!m) throw badResponse(`bad chunk size line: ${JSON.stringify(text.slice(0, 40))}`)
+        this.#left = parseInt(m[1], 16)
+        this.#state = this.#left === 0 ? 'trailers' : 'data'
+      } else if (text === '') {
+        return i // the empty line after the trailers: the end of the answer
+      }
+    }
+    return -1
+  }
+}
 
 // An answer's status line and headers (names in lower case; of a repeated one the last), and its
 // HTTP version ('1.0' or '1.1'); also for small-put.js.
@@ -43,7 +91,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
     let response = null
     let remaining = null // bytes of body still to come; null: until the connection closes
     let zeroCopy = false
-    let chunked = null // state of a chunked body: { size, left, buffered }
+    let chunked = null // a chunked body's ChunkedDecoder
     let spare = null
     let next = null // the buffer the socket will read into next (net takes it before it is needed)
     let done = false // the body is complete or failed: the socket reads no more
@@ -168,7 +216,7 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
       // consumer still awaits something) stays on the destroyed stream, which the consumer's
       // pipeline or read then reports; unheard, the 'error' event would be an uncaught exception.
       body.on('error', () => {})
-      if (/chunked/i.test(h['transfer-encoding'] ?? '')) chunked = { left: 0, buffered: '' }
+      if (/chunked/i.test(h['transfer-encoding'] ?? '')) chunked = new ChunkedDecoder()
       else if (h['content-length'] !== undefined) remaining = Number(h['content-length'])
       zeroCopy = streamed(statusCode) && !chunked
       response = { statusCode, headers: h, body }
@@ -206,35 +254,10 @@ export function pooledGet (url, { headers = {}, signal, idleMs = 60000, connectM
 
     // Chunked framing, copied out (rare for the servers we fetch files from).
     function chunkedData (view, copied) {
-      let i = 0
-      while (i < view.length) {
-        if (chunked.left > 0) {
-          const take = Math.min(chunked.left, view.length - i)
-          pushCopy(Buffer.from(view.subarray(i, i + take)))
-          chunked.left -= take
-          i += take
-          if (chunked.left === 0) chunked.buffered = '\r\n' // the CRLF after the data
-          continue
-        }
-        const nl = view.indexOf(10, i)
-        if (nl < 0) {
-          if (chunked.buffered.length + view.length - i > MAX_CHUNK_LINE) throw badResponse('chunk size line too long')
-          chunked.buffered += view.subarray(i).toString('latin1')
-          break
-        }
-        const line = (chunked.buffered + view.subarray(i, nl).toString('latin1')).trim()
-        chunked.buffered = ''
-        i = nl + 1
-        if (line === '') continue
-        const size = parseInt(line, 16)
-        if (Number.isNaN(size)) throw badResponse('bad chunk size')
-        if (size === 0) {
-          remaining = 0
-          chunked = null
-          finish()
-          break
-        }
-        chunked.left = size
+      if (chunked.feed(view, (data) => pushCopy(Buffer.from(data))) >= 0) {
+        remaining = 0
+        chunked = null
+        finish()
       }
       if (!copied) pool.release(view)
     }

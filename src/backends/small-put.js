@@ -21,7 +21,7 @@
 // node:http's pool does. test/small-put.test.js holds it to this, byte for byte.
 import net from 'node:net'
 import { Writable } from 'node:stream'
-import { MAX_CHUNK_LINE, MAX_HEAD, badResponse, parseHead } from './http-get.js'
+import { MAX_HEAD, ChunkedDecoder, badResponse, parseHead } from './http-get.js'
 import { timeConnect, timeoutError } from './http-util.js'
 import { abortError } from '../datapath.js'
 
@@ -131,9 +131,8 @@ class Exchange {
     this.over = false // the answer is read (or as much of it as is kept), or the exchange failed
     this.received = '' // the answer's head, as it comes
     this.framing = null // 'length', 'chunked' or 'close', once the head is read
-    this.left = 0 // 'length': bytes of the body still to come; 'chunked': of the current chunk
-    this.chunk = 'size' // 'chunked': reading a 'size' line, 'data', the 'crlf' after it, or 'trailers'
-    this.line = ''
+    this.left = 0 // 'length': bytes of the body still to come
+    this.chunked = null // 'chunked': its ChunkedDecoder
     this.keep = false
     this.text = ''
     this.textWaiters = null
@@ -185,9 +184,8 @@ class Exchange {
   }
 
   onData (data) {
-    const text = data.toString('latin1')
-    if (this.framing === null) this.onHead(text)
-    else if (!this.over) this.onBody(text)
+    if (this.framing === null) this.onHead(data.toString('latin1'))
+    else if (!this.over) this.onBody(data)
   }
 
   onHead (text) {
@@ -205,6 +203,7 @@ class Exchange {
     const chunked = /chunked/i.test(headers['transfer-encoding'] ?? '')
     if (chunked) {
       this.framing = 'chunked'
+      this.chunked = new ChunkedDecoder()
     } else if (statusCode === 204 || statusCode === 304) {
       this.framing = 'length'
     } else if (length !== undefined) {
@@ -220,68 +219,35 @@ class Exchange {
       !/(^|,)\s*close\s*(,|$)/i.test(headers.connection ?? '')
     this.answer = { statusCode, headers, text: () => this.bodyText() }
     this.settle()
-    this.onBody(rest)
+    this.onBody(Buffer.from(rest, 'latin1')) // the head was read as latin1: the same bytes
     // A body that trickles on is read for idleMs at most, as drain() does.
     if (!this.over) this.deadline = setTimeout(() => this.end(false), this.conn.idleMs)
   }
 
-  onBody (text) {
+  onBody (buf) {
     if (this.framing === 'length') {
-      const used = Math.min(this.left, text.length)
-      this.take(text.slice(0, used))
+      const used = Math.min(this.left, buf.length)
+      this.take(buf.subarray(0, used))
       this.left -= used
-      if (this.left === 0) this.end(used === text.length) // bytes after the answer: not kept
+      if (this.left === 0) this.end(used === buf.length) // bytes after the answer: not kept
     } else if (this.framing === 'chunked') {
-      this.onChunked(text)
+      const end = this.chunked.feed(buf, (data) => this.take(data))
+      if (end >= 0) this.end(end === buf.length)
     } else {
-      this.take(text)
-    }
-  }
-
-  // Chunked framing (RFC 9112 7.1): a size line (extensions ignored), the data, CRLF; the last
-  // chunk (size 0), then trailer lines up to an empty one.
-  onChunked (text) {
-    let i = 0
-    while (i < text.length && !this.over) {
-      if (this.chunk === 'data') {
-        const used = Math.min(this.left, text.length - i)
-        this.take(text.slice(i, i + used))
-        this.left -= used
-        i += used
-        if (this.left === 0) this.chunk = 'crlf'
-        continue
-      }
-      const nl = text.indexOf('\n', i)
-      if (nl < 0) {
-        this.line += text.slice(i)
-        if (this.line.length > MAX_CHUNK_LINE) throw badResponse('chunk size line too long')
-        return
-      }
-      const line = (this.line + text.slice(i, nl)).replace(/\r$/, '')
-      this.line = ''
-      i = nl + 1
-      if (this.chunk === 'crlf') {
-        if (line !== '') throw badResponse('chunk data longer than its size')
-        this.chunk = 'size'
-      } else if (this.chunk === 'size') {
-        const m = /^([0-9a-fA-F]{1,8})[ \t]*(;.*)?$/.exec(line)
-        if (!m) throw badResponse(`bad chunk size line: ${JSON.stringify(line.slice(0, 40))}`)
-        this.left = parseInt(m[1], 16)
-        this.chunk = this.left === 0 ? 'trailers' : 'data'
-      } else if (line === '') { // the empty line after the trailers: the end of the answer
-        this.end(i === text.length)
-      }
+      this.take(buf)
     }
   }
 
   // Keeps the body's first TEXT_LIMIT bytes; beyond that the connection is not worth reading on.
-  take (text) {
-    if (this.text.length + text.length <= TEXT_LIMIT) {
-      this.text += text
-      return
+  take (data) {
+    if (this.over) return false
+    if (this.text.length + data.length <= TEXT_LIMIT) {
+      this.text += data.toString('latin1')
+      return true
     }
-    this.text += text.slice(0, TEXT_LIMIT - this.text.length)
+    this.text += data.toString('latin1', 0, TEXT_LIMIT - this.text.length)
     this.end(false)
+    return false
   }
 
   // Called when the answer is read, or as much of it as is kept; with `keep` and nothing against

@@ -14,7 +14,7 @@ import { Readable } from 'node:stream'
 import { timeConnect } from './http-util.js'
 
 export const MAX_HEAD = 64 * 1024
-export const MAX_CHUNK_LINE = 16 * 1024 // a chunk's size line, extensions included
+const MAX_CHUNK_LINE = 16 * 1024 // a chunk's size line, extensions included
 // What a socket that has been destroyed gets to read into (net asks for the next buffer even
 // then): nothing is read into it, and no pool buffer is taken for it.
 const NO_READ = Buffer.alloc(16)

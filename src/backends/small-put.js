@@ -134,7 +134,8 @@ class Exchange {
     this.left = 0 // 'length': bytes of the body still to come
     this.chunked = null // 'chunked': its ChunkedDecoder
     this.keep = false
-    this.text = ''
+    this.body = [] // the answer's body as it came, its first TEXT_LIMIT bytes
+    this.bodyBytes = 0
     this.textWaiters = null
     this.deadline = null
     this.done = new Promise((resolve, reject) => {
@@ -241,11 +242,14 @@ class Exchange {
   // Keeps the body's first TEXT_LIMIT bytes; beyond that the connection is not worth reading on.
   take (data) {
     if (this.over) return false
-    if (this.text.length + data.length <= TEXT_LIMIT) {
-      this.text += data.toString('latin1')
+    const room = TEXT_LIMIT - this.bodyBytes
+    if (data.length <= room) {
+      this.body.push(data)
+      this.bodyBytes += data.length
       return true
     }
-    this.text += data.toString('latin1', 0, TEXT_LIMIT - this.text.length)
+    this.body.push(data.subarray(0, room))
+    this.bodyBytes = TEXT_LIMIT
     this.end(false)
     return false
   }
@@ -315,6 +319,6 @@ class Exchange {
   }
 
   decoded () {
-    return Buffer.from(this.text, 'latin1').toString('utf8')
+    return Buffer.concat(this.body, this.bodyBytes).toString('utf8')
   }
 }
